@@ -1,0 +1,147 @@
+"""Argument checking shared by the op and its reference.
+
+Every public entry point validates through :func:`check_call`, so the op and the reference accept and
+refuse exactly the same calls with the same messages.  The result, :class:`RoutingCall`, is the
+*normalised* call: an uneliminating grouping (``topk_group >= num_expert_group``) is rewritten to the
+flat 1-of-1 grouping, because it cannot change the result (docs/semantics.md, rule 2).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+
+SCORING_FUNCS = ("sigmoid", "softmax")
+LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+BIAS_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+
+MAX_EXPERTS = 4096  # registers hold a whole row; beyond this a row no longer fits one program well
+MAX_TOPK = 64  # selection is unrolled once per chosen expert
+MAX_GROUPS = 64  # eliminating groups are ranked with a groups x groups comparison
+
+
+class RoutingCall(NamedTuple):
+    """A validated, normalised routing call."""
+
+    tokens: int  # T, rows of gating_output
+    experts: int  # E, columns of gating_output
+    topk: int  # K, experts chosen per token
+    softmax: bool  # scoring: softmax over the row (True) or elementwise sigmoid (False)
+    num_groups: int  # G after normalisation: 1 when no group can be eliminated
+    topk_group: int  # groups kept after normalisation: 1 when no group can be eliminated
+    renormalize: bool  # divide the chosen weights by their sum
+    scale: float  # routed_scaling_factor
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the group stage runs (some group can be eliminated)."""
+        return self.topk_group < self.num_groups
+
+    @property
+    def group_size(self) -> int:
+        return self.experts // self.num_groups
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value, minimum: int) -> int:
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _check_tensor(name: str, value) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def check_call(
+    gating_output,
+    topk,
+    scoring_func,
+    correction_bias,
+    num_expert_group,
+    topk_group,
+    renormalize,
+    routed_scaling_factor,
+    out,
+) -> RoutingCall:
+    """Validate a routing call; raise ``TypeError``/``ValueError`` naming the argument.
+
+    Returns the normalised :class:`RoutingCall`.
+    """
+    logits = _check_tensor("gating_output", gating_output)
+    if logits.dim() != 2:
+        raise ValueError(f"gating_output must be 2-D [tokens, experts], got shape {tuple(logits.shape)}")
+    if logits.dtype not in LOGIT_DTYPES:
+        raise TypeError(f"gating_output must be float32, bfloat16 or float16, got {logits.dtype}")
+    tokens, experts = logits.shape
+    if experts < 1:
+        raise ValueError("gating_output must have at least one expert (column), got 0")
+    if experts > MAX_EXPERTS:
+        raise ValueError(f"gating_output has {experts} experts; at most {MAX_EXPERTS} are supported")
+
+    if not isinstance(scoring_func, str):
+        raise TypeError(f"scoring_func must be a str, got {type(scoring_func).__name__}")
+    if scoring_func not in SCORING_FUNCS:
+        raise ValueError(f"scoring_func must be 'sigmoid' or 'softmax', got {scoring_func!r}")
+    if not isinstance(renormalize, bool):
+        raise TypeError(f"renormalize must be a bool, got {type(renormalize).__name__}")
+    if isinstance(routed_scaling_factor, bool) or not isinstance(routed_scaling_factor, (int, float)):
+        raise TypeError(f"routed_scaling_factor must be a float, got {type(routed_scaling_factor).__name__}")
+    if not math.isfinite(routed_scaling_factor):
+        raise ValueError(f"routed_scaling_factor must be finite, got {routed_scaling_factor}")
+
+    groups = _check_int("num_expert_group", num_expert_group, 1)
+    kept = _check_int("topk_group", topk_group, 1)
+    if experts % groups:
+        raise ValueError(f"num_expert_group={groups} does not divide the {experts} experts of gating_output")
+    if kept >= groups:  # no group can be eliminated: the flat problem, exactly
+        groups = kept = 1
+    elif groups > MAX_GROUPS:
+        raise ValueError(f"num_expert_group={groups} with eliminating groups: at most {MAX_GROUPS} are supported")
+    k = _check_int("topk", topk, 1)
+    allowed = kept * (experts // groups)
+    if k > allowed:
+        raise ValueError(
+            f"topk={k} exceeds the {allowed} experts that topk_group={topk_group} of "
+            f"num_expert_group={num_expert_group} groups hold"
+        )
+    if k > MAX_TOPK:
+        raise ValueError(f"topk={k}: at most {MAX_TOPK} are supported")
+
+    if correction_bias is not None:
+        bias = _check_tensor("correction_bias", correction_bias)
+        if bias.dtype not in BIAS_DTYPES:
+            raise TypeError(f"correction_bias must be a floating tensor, got {bias.dtype}")
+        if bias.dim() != 1 or bias.shape[0] != experts:
+            raise ValueError(f"correction_bias must have shape ({experts},), got {tuple(bias.shape)}")
+        if bias.device != logits.device:
+            raise ValueError(f"correction_bias is on {bias.device}, gating_output on {logits.device}")
+
+    if out is not None:
+        _check_out(out, tokens, k, logits.device)
+
+    return RoutingCall(
+        tokens, experts, k, scoring_func == "softmax", groups, kept, renormalize, float(routed_scaling_factor)
+    )
+
+
+def _check_out(out, tokens: int, topk: int, device: torch.device) -> None:
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError("out must be a (weights, ids) pair of tensors")
+    for name, tensor, dtype in (("out[0] (weights)", out[0], torch.float32), ("out[1] (ids)", out[1], torch.int32)):
+        _check_tensor(name, tensor)
+        if tensor.dtype != dtype:
+            raise TypeError(f"{name} must be {dtype}, got {tensor.dtype}")
+        if tuple(tensor.shape) != (tokens, topk):
+            raise ValueError(f"{name} must have shape ({tokens}, {topk}), got {tuple(tensor.shape)}")
+        if tensor.device != device:
+            raise ValueError(f"{name} is on {tensor.device}, gating_output on {device}")

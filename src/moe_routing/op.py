@@ -1,0 +1,157 @@
+"""The routing op: ``route()`` and the engines' ``biased_grouped_topk()``.
+
+It validates the call (the same checks as the reference), normalises uneliminating groupings to the
+flat path, and runs the Triton kernel on GPU tensors.  On CPU tensors it runs the same kernel through
+Triton's interpreter when Triton was imported with ``TRITON_INTERPRET=1`` (that is how CI tests the
+kernels), and otherwise the PyTorch reference, which is exact by definition and far faster on a CPU
+than an interpreted kernel.  Under ``torch.compile`` the launch goes through a registered custom op
+(``torch.ops.moe_routing.route_into``) with a fake, so graphs trace it with ``fullgraph=True``.
+
+Triton itself is imported on first use, so a command-line tool can still choose the interpreter.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import reference
+from .call import RoutingCall, check_call
+
+_kernels = None  # moe_routing.kernels, imported on first use
+
+
+def _kernel_module():
+    global _kernels
+    if _kernels is None:
+        from . import kernels
+
+        _kernels = kernels
+    return _kernels
+
+
+def route(
+    gating_output: torch.Tensor,
+    topk: int,
+    *,
+    scoring_func: str = "sigmoid",
+    correction_bias: torch.Tensor | None = None,
+    num_expert_group: int = 1,
+    topk_group: int = 1,
+    renormalize: bool = True,
+    routed_scaling_factor: float = 1.0,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Choose ``topk`` experts per token from router logits, and their weights.
+
+    Parameters
+    ----------
+    gating_output : Tensor [T, E], float32 / bfloat16 / float16
+        Router logits.
+    topk : int
+        Experts per token, K.
+    scoring_func : "sigmoid" or "softmax"
+    correction_bias : Tensor [E], optional
+        Added to the scores for choosing only (DeepSeek-V3's ``e_score_correction_bias``); used at its
+        own precision.
+    num_expert_group, topk_group : int
+        Experts form ``num_expert_group`` contiguous groups; only the best ``topk_group`` groups may be
+        chosen from.  ``topk_group >= num_expert_group`` eliminates nothing and takes the flat path.
+    renormalize : bool
+        Divide the chosen weights by their sum.
+    routed_scaling_factor : float
+        Multiplies the final weights.
+    out : (weights, ids), optional
+        float32 and int32 ``[T, K]`` buffers to write into (needed inside CUDA graphs).
+
+    Returns
+    -------
+    (weights, ids) : float32 [T, K] and int32 [T, K], ids in descending choice value.
+
+    Examples
+    --------
+    >>> logits = torch.randn(4, 256)
+    >>> bias = torch.zeros(256)
+    >>> weights, ids = route(logits, 8, correction_bias=bias, num_expert_group=8, topk_group=4,
+    ...                      routed_scaling_factor=2.5)
+    >>> weights.shape, ids.dtype
+    (torch.Size([4, 8]), torch.int32)
+    """
+    call = check_call(
+        gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group,
+        renormalize, routed_scaling_factor, out,
+    )
+    if out is None:
+        weights = torch.empty((call.tokens, call.topk), dtype=torch.float32, device=gating_output.device)
+        ids = torch.empty((call.tokens, call.topk), dtype=torch.int32, device=gating_output.device)
+    else:
+        weights, ids = out
+    if call.tokens == 0:
+        return weights, ids
+    logits = gating_output if gating_output.stride(1) == 1 or call.experts == 1 else gating_output.contiguous()
+    bias = correction_bias
+    if bias is not None and not bias.is_contiguous():
+        bias = bias.contiguous()
+    if torch.compiler.is_compiling():
+        torch.ops.moe_routing.route_into(
+            logits, bias, weights, ids, call.topk, call.softmax, call.num_groups, call.topk_group,
+            call.renormalize, call.scale,
+        )
+    else:
+        _route_into(call, logits, bias, weights, ids)
+    return weights, ids
+
+
+def biased_grouped_topk(
+    gating_output: torch.Tensor,
+    correction_bias: torch.Tensor,
+    topk: int,
+    renormalize: bool,
+    num_expert_group: int,
+    topk_group: int,
+    routed_scaling_factor: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DeepSeek-V3 routing with the engines' name and argument order: sigmoid scores plus bias."""
+    return route(
+        gating_output, topk, scoring_func="sigmoid", correction_bias=correction_bias,
+        num_expert_group=num_expert_group, topk_group=topk_group, renormalize=renormalize,
+        routed_scaling_factor=routed_scaling_factor,
+    )
+
+
+def _route_into(call: RoutingCall, logits, bias, weights, ids) -> None:
+    """Run a validated call into ``weights``/``ids``: the kernel where it can run, else the reference."""
+    device = logits.device.type
+    if device == "cuda":
+        _kernel_module().launch(call, logits, bias, weights, ids)
+    elif device == "cpu" and _kernel_module().INTERPRETED:
+        _kernel_module().launch(call, logits, bias, weights, ids)
+    else:
+        result = reference.evaluate(logits, bias, call)
+        weights.copy_(result.weights)
+        ids.copy_(result.ids)
+
+
+@torch.library.custom_op("moe_routing::route_into", mutates_args=("weights", "ids"))
+def _route_into_op(
+    gating_output: torch.Tensor,
+    correction_bias: torch.Tensor | None,
+    weights: torch.Tensor,
+    ids: torch.Tensor,
+    topk: int,
+    softmax: bool,
+    num_groups: int,
+    topk_group: int,
+    renormalize: bool,
+    scale: float,
+) -> None:
+    """``route()`` as a custom op writing into caller buffers, for torch.compile graphs."""
+    tokens, experts = gating_output.shape
+    call = RoutingCall(tokens, experts, topk, softmax, num_groups, topk_group, renormalize, scale)
+    if tokens:
+        _route_into(call, gating_output, correction_bias, weights, ids)
+
+
+@_route_into_op.register_fake
+def _route_into_fake(gating_output, correction_bias, weights, ids, topk, softmax, num_groups, topk_group,
+                     renormalize, scale) -> None:
+    return None

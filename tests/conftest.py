@@ -1,0 +1,84 @@
+"""Shared fixtures: the device, input generators, and the float64 judge with near-tie accounting.
+
+Without a GPU the Triton kernels run through Triton's interpreter on CPU tensors: TRITON_INTERPRET
+must be set before Triton is first imported, so it is set here, at collection time.
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import moe_routing  # noqa: E402
+from moe_routing.measure.verify import verify  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+ON_GPU = DEVICE == "cuda"
+# The interpreter runs each program in NumPy: CI keeps token counts small, the GPU runs them larger.
+TOKEN_SCALE = 64 if ON_GPU else 1
+
+POISON_WEIGHT = float("nan")
+POISON_ID = -7
+
+_TOTALS = {"calls": 0, "rows": 0, "exact_tie_rows": 0, "near_tie_rows": 0, "near_tie_differing": 0}
+
+
+def poisoned_out(tokens: int, topk: int, device=DEVICE):
+    """Output buffers filled with values no correct call leaves behind."""
+    weights = torch.full((tokens, topk), POISON_WEIGHT, dtype=torch.float32, device=device)
+    ids = torch.full((tokens, topk), POISON_ID, dtype=torch.int32, device=device)
+    return weights, ids
+
+
+def assert_fully_written(weights: torch.Tensor, ids: torch.Tensor) -> None:
+    assert not torch.isnan(weights).any(), "some weights were never written (poison left)"
+    assert not (ids == POISON_ID).any(), "some ids were never written (poison left)"
+
+
+def route_and_check(logits, topk, **kwargs):
+    """Route into poisoned buffers, check every element written and the result against float64.
+
+    Returns the verdict; near-tie rows are counted for the session summary.
+    """
+    out = poisoned_out(logits.shape[0], topk, logits.device)
+    weights, ids = moe_routing.route(logits, topk, out=out, **kwargs)
+    assert weights is out[0] and ids is out[1], "route(out=...) must return the caller's buffers"
+    assert_fully_written(weights, ids)
+    verdict = verify(weights, ids, logits, topk, **kwargs)
+    assert verdict.malformed_rows == 0, verdict
+    assert verdict.mismatched_rows == 0, verdict
+    assert verdict.max_weight_error <= verdict.weight_tol, verdict
+    _TOTALS["calls"] += 1
+    _TOTALS["rows"] += verdict.rows
+    _TOTALS["exact_tie_rows"] += verdict.exact_tie_rows
+    _TOTALS["near_tie_rows"] += verdict.near_tie_rows
+    _TOTALS["near_tie_differing"] += verdict.near_tie_differing
+    return verdict
+
+
+def random_logits(tokens, experts, dtype=torch.float32, seed=0, scale=2.0, device=DEVICE):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(tokens, experts, generator=gen) * scale).to(dtype).to(device)
+
+
+def random_bias(experts, dtype=torch.float32, seed=1, scale=0.5, device=DEVICE):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(experts, generator=gen) * scale).to(dtype).to(device)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _TOTALS["calls"]:
+        terminalreporter.write_line(
+            f"moe-routing float64 checks on {DEVICE}: {_TOTALS['calls']} calls, {_TOTALS['rows']} rows, "
+            f"{_TOTALS['exact_tie_rows']} rows decided by exact ties (checked strictly), "
+            f"{_TOTALS['near_tie_rows']} near-tie rows (0 < margin < 1e-6), "
+            f"{_TOTALS['near_tie_differing']} of them answered differently from float64 (accepted)"
+        )
+
+
+@pytest.fixture
+def device():
+    return DEVICE
