@@ -122,7 +122,11 @@ def _route_into(call: RoutingCall, logits, bias, weights, ids) -> None:
     """Run a validated call into ``weights``/``ids``: the kernel where it can run, else the reference."""
     device = logits.device.type
     if device == "cuda":
-        _kernel_module().launch(call, logits, bias, weights, ids)
+        if logits.device.index != torch.cuda.current_device():  # kernels launch on the current device
+            with torch.cuda.device(logits.device):
+                _kernel_module().launch(call, logits, bias, weights, ids)
+        else:
+            _kernel_module().launch(call, logits, bias, weights, ids)
     elif device == "cpu" and _kernel_module().INTERPRETED:
         _kernel_module().launch(call, logits, bias, weights, ids)
     else:

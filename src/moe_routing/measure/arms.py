@@ -1,0 +1,155 @@
+"""What the benchmark times: our op, the reference, the floors, and any engine op importable here.
+
+Each factory takes the :class:`~moe_routing.measure.bench.Inputs` of a shape and returns a callable
+``call(i)`` that routes input set ``i`` once (or ``None`` when the arm cannot run that shape). Engine
+ops are imported lazily; an engine arm is only timed after its output on set 0 matched the reference
+(same ids wherever the row has no near tie, weights within 1e-3), and the reason it was skipped is
+recorded otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import triton
+
+from .. import reference
+from ..op import route
+from .bench import Inputs, Shape
+from .verify import verify
+
+
+@triton.jit
+def _empty_kernel(x_ptr, n):
+    pass
+
+
+def arm_route(inputs: Inputs):
+    shape, kw = inputs.shape, inputs.shape.kwargs(inputs.bias)
+    out = (inputs.weights, inputs.ids)
+    return lambda i: route(inputs.logits[i], shape.topk, out=out, **kw)
+
+
+def arm_route_allocating(inputs: Inputs):
+    shape, kw = inputs.shape, inputs.shape.kwargs(inputs.bias)
+    return lambda i: route(inputs.logits[i], shape.topk, **kw)
+
+
+def arm_reference(inputs: Inputs):
+    shape, kw = inputs.shape, inputs.shape.kwargs(inputs.bias)
+    return lambda i: reference.route(inputs.logits[i], shape.topk, **kw)
+
+
+def arm_reference_compiled(inputs: Inputs):
+    shape, kw = inputs.shape, inputs.shape.kwargs(inputs.bias)
+    compiled = torch.compile(reference.route, fullgraph=True, dynamic=False)
+    return lambda i: compiled(inputs.logits[i], shape.topk, **kw)
+
+
+def arm_empty_kernel(inputs: Inputs):
+    """The floor of any kernel launch: a Triton kernel that does nothing."""
+    x = inputs.logits[0]
+    return lambda i: _empty_kernel[(1,)](x, 0)
+
+
+def arm_torch_max(inputs: Inputs):
+    """A single ATen op returning two tensors on the same input: the eager host-time yardstick."""
+    return lambda i: torch.max(inputs.logits[i], dim=-1)
+
+
+# --- engine ops: adapters to our semantics (sigmoid + bias + groups, renormalise, scale) -----------
+
+def arm_vllm_grouped_topk(inputs: Inputs):
+    """vLLM's CUDA grouped top-k (TensorRT-LLM noaux_tc lineage), when vLLM is importable."""
+    from vllm import _custom_ops as ops  # noqa: F401  (registers torch.ops._moe_C)
+
+    shape = inputs.shape
+    if shape.scoring != "sigmoid" or not shape.bias:
+        return None
+    op = torch.ops._moe_C.grouped_topk
+    bias = inputs.bias.to(inputs.logits[0].dtype)
+
+    def call(i):
+        return op(inputs.logits[i], shape.groups, shape.topk_group, shape.topk, True, shape.scale, bias, 1)
+
+    return call
+
+
+def arm_sglang_moe_fused_gate(inputs: Inputs):
+    """sgl-kernel's moe_fused_gate, when importable (its limits: power-of-two experts per group, ...)."""
+    from sgl_kernel import moe_fused_gate
+
+    shape = inputs.shape
+    if shape.scoring != "sigmoid" or not shape.bias:
+        return None
+    bias = inputs.bias.to(inputs.logits[0].dtype)
+    return lambda i: moe_fused_gate(inputs.logits[i], bias, shape.groups, shape.topk_group, shape.topk, 0,
+                                    shape.scale)
+
+
+def arm_flashinfer_fused_topk_deepseek(inputs: Inputs):
+    """FlashInfer's fused_topk_deepseek, when importable."""
+    from flashinfer.fused_moe import fused_topk_deepseek
+
+    shape = inputs.shape
+    if shape.scoring != "sigmoid" or not shape.bias:
+        return None
+    weights, ids = inputs.weights, inputs.ids
+    return lambda i: fused_topk_deepseek(inputs.logits[i], inputs.bias, shape.groups, shape.topk_group, shape.topk,
+                                         shape.scale, weights, ids)
+
+
+def arm_aiter_biased_grouped_topk(inputs: Inputs):
+    """AITER's biased_grouped_topk (ROCm), when importable."""
+    import aiter
+
+    shape = inputs.shape
+    if shape.scoring != "sigmoid" or not shape.bias:
+        return None
+    weights, ids = inputs.weights, inputs.ids
+    bias = inputs.bias.to(inputs.logits[0].dtype)
+    return lambda i: aiter.biased_grouped_topk(inputs.logits[i], bias, weights, ids, shape.groups, shape.topk_group,
+                                               True, shape.scale)
+
+
+OURS = {
+    "moe_routing.route(out=)": arm_route,
+    "moe_routing.route": arm_route_allocating,
+}
+BASELINES = {
+    "reference (eager)": arm_reference,
+    "reference (torch.compile)": arm_reference_compiled,
+    "empty kernel": arm_empty_kernel,
+    "torch.max(dim=-1)": arm_torch_max,
+}
+ENGINES = {
+    "vLLM grouped_topk": arm_vllm_grouped_topk,
+    "sgl-kernel moe_fused_gate": arm_sglang_moe_fused_gate,
+    "FlashInfer fused_topk_deepseek": arm_flashinfer_fused_topk_deepseek,
+    "AITER biased_grouped_topk": arm_aiter_biased_grouped_topk,
+}
+
+
+def checked_engine_arm(name: str, factory: Callable, inputs: Inputs) -> tuple[Callable | None, str]:
+    """Build an engine arm and check it against the float64 semantics on set 0; (call, note)."""
+    try:
+        call = factory(inputs)
+    except Exception as error:  # an engine that is absent or whose API moved is skipped, not fatal
+        return None, f"not importable or incompatible: {type(error).__name__}: {error}"[:160]
+    if call is None:
+        return None, "does not support this shape"
+    shape = inputs.shape
+    try:
+        result = call(0)
+        torch.cuda.synchronize()
+    except Exception as error:
+        return None, f"failed on this shape: {type(error).__name__}: {error}"[:160]
+    weights, ids = (result if isinstance(result, tuple) else (inputs.weights, inputs.ids))[:2]
+    verdict = verify(weights.float(), ids.to(torch.int32), inputs.logits[0], shape.topk,
+                     **shape.kwargs(inputs.bias.to(inputs.logits[0].dtype) if inputs.bias is not None else None),
+                     weight_tol=1e-3)
+    if verdict.mismatched_rows or verdict.malformed_rows:
+        return None, f"disagrees with the reference on {verdict.mismatched_rows + verdict.malformed_rows} rows"
+    return call, "checked against the reference"
+
