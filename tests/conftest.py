@@ -4,7 +4,10 @@ Without a GPU the Triton kernels run through Triton's interpreter on CPU tensors
 must be set before Triton is first imported, so it is set here, at collection time.
 """
 
+import json
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -69,13 +72,37 @@ def random_bias(experts, dtype=torch.float32, seed=1, scale=0.5, device=DEVICE):
     return (torch.randn(experts, generator=gen) * scale).to(dtype).to(device)
 
 
+_WORKER_TOTALS: list[str] = []  # the directory xdist workers leave their totals in (controller only)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist: tell each worker where to leave its near-tie totals for the summary."""
+    if not _WORKER_TOTALS:
+        _WORKER_TOTALS.append(tempfile.mkdtemp(prefix="moe-routing-totals-"))
+    node.workerinput["moe_routing_totals_dir"] = _WORKER_TOTALS[0]
+
+
+def pytest_sessionfinish(session):
+    workerinput = getattr(session.config, "workerinput", None)
+    if workerinput is not None:
+        Path(workerinput["moe_routing_totals_dir"], f"{workerinput['workerid']}.json").write_text(json.dumps(_TOTALS))
+
+
 def pytest_terminal_summary(terminalreporter):
-    if _TOTALS["calls"]:
+    totals = dict(_TOTALS)
+    for directory in _WORKER_TOTALS:
+        for part in Path(directory).glob("gw*.json"):
+            for key, value in json.loads(part.read_text()).items():
+                totals[key] += value
+            part.unlink()
+        Path(directory).rmdir()
+    if totals["calls"]:
         terminalreporter.write_line(
-            f"moe-routing float64 checks on {DEVICE}: {_TOTALS['calls']} calls, {_TOTALS['rows']} rows, "
-            f"{_TOTALS['exact_tie_rows']} rows decided by exact ties (checked strictly), "
-            f"{_TOTALS['near_tie_rows']} near-tie rows (0 < margin < 1e-6), "
-            f"{_TOTALS['near_tie_differing']} of them answered differently from float64 (accepted)"
+            f"moe-routing float64 checks on {DEVICE}: {totals['calls']} calls, {totals['rows']} rows, "
+            f"{totals['exact_tie_rows']} rows decided by exact ties (checked strictly), "
+            f"{totals['near_tie_rows']} near-tie rows (0 < margin < 1e-6), "
+            f"{totals['near_tie_differing']} of them answered differently from float64 (accepted)"
         )
 
 

@@ -61,5 +61,65 @@ def check(tokens: int | None, device: str | None) -> None:
     click.echo("\nall cases match the float64 semantics (near-tie rows: either answer accepted)")
 
 
+def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
+    """``E/K[/G:KEPT][/softmax][/nobias][/fp32]`` x every T of ``tokens``."""
+    import torch
+
+    from .measure.bench import Shape
+
+    counts = [int(t) for t in tokens.split(",")]
+    shapes = []
+    for spec in specs:
+        parts = spec.split("/")
+        try:
+            experts, topk = int(parts[0]), int(parts[1])
+            groups = topk_group = 1
+            options = dict(scoring="sigmoid", bias=True, dtype=torch.bfloat16)
+            for part in parts[2:]:
+                if ":" in part:
+                    groups, topk_group = (int(v) for v in part.split(":"))
+                elif part in ("softmax", "sigmoid"):
+                    options["scoring"] = part
+                elif part == "nobias":
+                    options["bias"] = False
+                elif part in ("fp32", "fp16", "bf16"):
+                    options["dtype"] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[part]
+                else:
+                    raise ValueError(part)
+        except (ValueError, IndexError) as error:
+            raise click.BadParameter(f"{spec!r}: expected E/K[/G:KEPT][/softmax][/nobias][/fp32] ({error})")
+        shapes += [Shape(experts, topk, t, groups, topk_group, **options) for t in counts]
+    return shapes
+
+
+@main.command()
+@click.option("--preset", type=click.Choice(["targets", "smoke", "wide"]), default="targets", show_default=True,
+              help="Shape set (ignored when --shape is given).")
+@click.option("--shape", "specs", multiple=True, help="E/K[/G:KEPT][/softmax][/nobias][/fp32], repeatable.")
+@click.option("--tokens", default="1,128,8192,65536", show_default=True, help="Token counts for --shape.")
+@click.option("--arms", default=None, help="Comma-separated arm names to keep (default: all available).")
+@click.option("--rounds", default=3, show_default=True, help="Interleaved rounds per shape (drift).")
+@click.option("--calls-per-graph", default=50, show_default=True)
+@click.option("--replays", default=20, show_default=True)
+@click.option("--out", type=click.Path(), default="bench-results", show_default=True)
+def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out) -> None:
+    """Time route() against the reference, the floors and importable engine ops, side by side (GPU)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        click.echo("moe-routing bench needs a CUDA GPU; none is visible here.", err=True)
+        sys.exit(2)
+    from pathlib import Path
+
+    from .measure.suite import PRESETS, run_suite, write_outputs
+
+    shapes = _parse_shapes(specs, tokens) if specs else PRESETS[preset]
+    click.echo(f"reproduce: moe-routing {' '.join(sys.argv[1:])}")
+    result = run_suite(shapes, arms.split(",") if arms else None, rounds, calls_per_graph, replays, log=click.echo)
+    paths = write_outputs(result, Path(out))
+    click.echo("\n" + paths["markdown"].read_text())
+    click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
+
+
 if __name__ == "__main__":
     main()

@@ -110,9 +110,7 @@ def evaluate(
         allowed = kept_groups.repeat_interleave(experts // groups, dim=1)
 
     # 3. top-k by choice value; ties to the lower index; invalid after valid; forbidden never
-    category = torch.full_like(choice, _FORBIDDEN, dtype=torch.int8)
-    category[allowed & ~valid] = _INVALID
-    category[allowed & valid] = _VALID
+    category = torch.where(allowed, torch.where(valid, _VALID, _INVALID), _FORBIDDEN).to(torch.int8)
     by_choice = torch.sort(choice.masked_fill(category != _VALID, 0.0), dim=-1, descending=True, stable=True).indices
     by_category = torch.sort(category.gather(1, by_choice), dim=-1, descending=True, stable=True).indices
     ids = by_choice.gather(1, by_category)[:, : call.topk]

@@ -1,11 +1,13 @@
-"""Triton kernels of the routing op and the rules that configure and launch them."""
+"""Triton kernels of the routing op and the rules that choose and launch them."""
 
 import triton
 
-from ._routing import route_kernel
-from .launch import KernelConfig, choose_config, launch
+from ._bitonic import bitonic_kernel
+from ._rounds import rounds_kernel
+from .launch import Plan, all_plans, choose_plan, launch, token_class
 
 # True when Triton was imported with TRITON_INTERPRET=1: kernels then run on CPU tensors.
-INTERPRETED = not isinstance(route_kernel, triton.runtime.JITFunction)
+INTERPRETED = not isinstance(rounds_kernel, triton.runtime.JITFunction)
 
-__all__ = ["INTERPRETED", "KernelConfig", "choose_config", "launch", "route_kernel"]
+__all__ = ["INTERPRETED", "Plan", "all_plans", "bitonic_kernel", "choose_plan", "launch", "rounds_kernel",
+           "token_class"]

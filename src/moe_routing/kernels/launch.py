@@ -1,14 +1,17 @@
-"""Tile configuration rules and the kernel launch.
+"""Which kernel and tile a call gets (deterministic rules), and the launch.
 
-Configurations come from deterministic rules on the shape (never from autotuning at call time: it
-would break CUDA-graph capture and cost seconds on the first call).
+Two kernels share one argument list: ``rounds`` (every scoring, grouping and size: K rounds of one
+fused max over the row held in registers) and ``bitonic`` (sigmoid scoring, flat path, K <= 16:
+streaming bitonic top-k on exact packed keys; see _bitonic.py). Rules depend on the shape and on a
+*token class*, never on autotuning at call time (which would break CUDA-graph capture and cost
+seconds on a first call). Measurements behind the rules: benchmarks/NOTES.md.
 
 Launching: Triton's ``kernel[grid](...)`` re-derives the specialisation of every argument in Python on
-each call (about 20 µs of host time for a kernel of this size). Here the first call of a
-configuration goes through it once, and the compiled kernel's own C launcher is kept and called
-directly afterwards, keyed by everything Triton specialises on (dtypes, constexprs, 16-byte alignment
-of the logits and bias pointers, divisibility of the row stride), so the cached binary is always the
-one Triton itself would have chosen.
+each call (tens of µs of host time for these kernels). The first call of a plan goes through it once;
+afterwards the compiled kernel's own C launcher is called directly, from a cache keyed by everything
+Triton specialises on (dtypes, constexprs, 16-byte alignment of the logits and bias pointers, the row
+stride's divisibility), so the cached binary is always the one Triton itself would have chosen. Calls
+take Triton's own path whenever a launch hook is installed (profilers), on ROCm, and in the interpreter.
 """
 
 from __future__ import annotations
@@ -19,39 +22,79 @@ import torch
 import triton
 
 from ..call import RoutingCall
-from ._routing import route_kernel
+from ._bitonic import bitonic_kernel
+from ._common import log2
+from ._rounds import rounds_kernel
+
+LATENCY, MEDIUM, LARGE, HUGE = range(4)  # token classes
 
 
-class KernelConfig(NamedTuple):
-    """How one launch tiles the problem."""
+def token_class(tokens: int) -> int:
+    """Token counts that every rule treats alike: <= 256, < 4096, < 16384, more."""
+    return LATENCY if tokens <= 256 else MEDIUM if tokens < 4096 else LARGE if tokens < 16384 else HUGE
 
+
+class Plan(NamedTuple):
+    """A kernel and its compile-time parameters for one call."""
+
+    name: str  # "rounds" or "bitonic"
+    kernel: object  # the @triton.jit function
+    constexprs: dict  # in the kernel's parameter order
     rows: int  # tokens per program
-    block_groups: int  # group slots per row (1 on the flat path)
-    block_group_size: int  # expert slots per group (power of two >= group size)
-    block_k: int  # slots for the chosen experts (power of two >= topk)
     num_warps: int
 
 
-def choose_config(call: RoutingCall) -> KernelConfig:
-    """The tile for a call, by rule: whole rows in registers, more rows per program for large T."""
+def rounds_plan(call: RoutingCall, tclass: int, rows: int | None = None, num_warps: int | None = None) -> Plan:
+    """The general kernel: whole rows in registers; several rows per program for many tokens."""
     block_groups = triton.next_power_of_2(call.num_groups)
     block_group_size = triton.next_power_of_2(call.group_size)
     block = block_groups * block_group_size
-    rows = 1
-    if call.tokens >= 4096:
-        rows = max(1, min(8, 1024 // block))
-    num_warps = max(1, min(8, rows * block // 256))
-    return KernelConfig(rows, block_groups, block_group_size, triton.next_power_of_2(call.topk), num_warps)
+    block_k = triton.next_power_of_2(call.topk)
+    if rows is None:
+        rows = max(1, min(8, 1024 // block)) if tclass >= LARGE else 1
+    if num_warps is None:
+        num_warps = max(1, min(8, rows * block // 256))
+    constexprs = dict(
+        TOPK=call.topk, SOFTMAX=call.softmax, RENORMALIZE=call.renormalize,
+        NUM_GROUPS=call.num_groups, GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group,
+        ROWS=rows, BLOCK_GROUPS=block_groups, BLOCK_GROUP_SIZE=block_group_size, BLOCK_K=block_k,
+        LOG2_BLOCK=log2(block), LOG2_BLOCK_K=log2(block_k),
+    )
+    return Plan("rounds", rounds_kernel, constexprs, rows, num_warps)
 
 
-def _token_class(tokens: int) -> int:
-    """The token counts that choose_config treats alike (part of the launcher cache key)."""
-    return 0 if tokens < 4096 else 1
+def bitonic_supported(call: RoutingCall) -> bool:
+    return not call.softmax and not call.grouped and call.topk <= 16 and call.experts >= 32
 
 
-def _int_class(value: int) -> int:
-    """What Triton specialises an int argument on: == 1, divisible by 16, or neither."""
-    return 1 if value == 1 else (16 if value % 16 == 0 else 0)
+def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int) -> Plan:
+    chunk = max(8, triton.next_power_of_2(call.topk))
+    constexprs = dict(TOPK=call.topk, RENORMALIZE=call.renormalize, NUM_EXPERTS=call.experts,
+                      ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk))
+    return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
+
+
+def choose_plan(call: RoutingCall, tclass: int | None = None) -> Plan:
+    """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly)."""
+    if tclass is None:
+        tclass = token_class(call.tokens)
+    if bitonic_supported(call):
+        chunks = triton.cdiv(call.experts, max(8, triton.next_power_of_2(call.topk)))
+        if tclass == LATENCY:  # one row per warp, lanes sharing it: shortest dependency chain
+            return bitonic_plan(call, min(16, triton.next_power_of_2(chunks)), 1, 1)
+        if call.experts >= 128:
+            if tclass in (MEDIUM, LARGE):
+                return bitonic_plan(call, 16, 8, 4)
+            return bitonic_plan(call, 2, 64, 4)  # HUGE: two lanes per row, long streams, full occupancy
+        if tclass == HUGE:
+            return bitonic_plan(call, 1, 128, 4)
+    return rounds_plan(call, tclass)
+
+
+def all_plans(call: RoutingCall) -> dict[str, Plan]:
+    """Every plan the rule can choose for this call's shape, by token class (for tests)."""
+    names = ("latency", "medium", "large", "huge")
+    return {names[t]: choose_plan(call, t) for t in (LATENCY, MEDIUM, LARGE, HUGE)}
 
 
 class _DirectLaunch:
@@ -59,27 +102,33 @@ class _DirectLaunch:
 
     __slots__ = ("launch", "function", "metadata", "cooperative", "pdl", "constexprs", "rows")
 
-    def __init__(self, compiled, constexprs: tuple, rows: int):
+    def __init__(self, compiled, plan: Plan):
         runner = compiled.run  # the CudaLauncher: loads the module on first access
         self.launch = runner.launch
         self.function = compiled.function
         self.metadata = compiled.packed_metadata
         self.cooperative = runner.launch_cooperative_grid
         self.pdl = runner.launch_pdl
-        self.constexprs = constexprs
-        self.rows = rows
+        self.constexprs = tuple(plan.constexprs.values())
+        self.rows = plan.rows
+
+
+def _hooks_installed() -> bool:
+    runtime = triton.knobs.runtime
+    return any(
+        hook is not None and getattr(hook, "calls", True)
+        for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook)
+    )
 
 
 def _direct_launch_supported(compiled) -> bool:
-    """True for a CUDA launcher that needs no scratch memory and no launch hooks (Triton 3.x layout)."""
+    """True for a CUDA launcher of the Triton 3.x layout that needs no scratch memory."""
     runner = getattr(compiled, "run", None)
     return (
         torch.version.hip is None
         and all(hasattr(runner, a) for a in ("launch", "launch_cooperative_grid", "launch_pdl"))
         and not getattr(runner, "global_scratch_size", 0)
         and not getattr(runner, "profile_scratch_size", 0)
-        and triton.knobs.runtime.launch_enter_hook is None
-        and triton.knobs.runtime.launch_exit_hook is None
     )
 
 
@@ -92,53 +141,48 @@ except AttributeError:  # pragma: no cover - CPU-only builds of torch
         return torch.cuda.current_stream(index).cuda_stream
 
 
+def _int_class(value: int) -> int:
+    """What Triton specialises an int argument on: == 1, divisible by 16, or neither."""
+    return 1 if value == 1 else (16 if value % 16 == 0 else 0)
+
+
 def launch(
     call: RoutingCall,
     logits: torch.Tensor,
     bias: torch.Tensor | None,
     weights: torch.Tensor,
     ids: torch.Tensor,
-    config: KernelConfig | None = None,
+    plan: Plan | None = None,
 ) -> None:
-    """Route ``logits`` into ``weights`` and ``ids`` with the Triton kernel (GPU or interpreter).
+    """Route ``logits`` into ``weights`` and ``ids`` with a Triton kernel (GPU or interpreter).
 
-    ``config`` forces a tile (tests use it to cover every configuration a rule can choose).
+    ``plan`` forces a kernel and tile (tests use it to cover every plan a rule can choose).
     """
     stride = logits.stride(0)
     key = None
-    if config is None and logits.is_cuda:
+    if plan is None and logits.is_cuda:
         key = (
             call.experts, call.topk, call.softmax, call.num_groups, call.topk_group, call.renormalize,
-            _token_class(call.tokens), logits.dtype, None if bias is None else bias.dtype, logits.device.index,
+            token_class(call.tokens), logits.dtype, None if bias is None else bias.dtype, logits.device.index,
             logits.data_ptr() % 16 == 0, None if bias is None else bias.data_ptr() % 16 == 0, _int_class(stride),
         )
         direct = _launchers.get(key)
-        if direct is not None:
-            grid = (call.tokens + direct.rows - 1) // direct.rows
-            stream = _raw_stream(logits.device.index)
+        if direct is not None and not _hooks_installed():
             direct.launch(
-                grid, 1, 1, stream, direct.function, direct.cooperative, direct.pdl, None, None, direct.metadata,
-                None, None, None,
+                (call.tokens + direct.rows - 1) // direct.rows, 1, 1, _raw_stream(logits.device.index),
+                direct.function, direct.cooperative, direct.pdl, None, None, direct.metadata, None, None, None,
                 logits.data_ptr(), None if bias is None else bias.data_ptr(), stride,
                 weights.data_ptr(), ids.data_ptr(), weights.stride(0), weights.stride(1), ids.stride(0),
                 ids.stride(1), call.tokens, call.scale, *direct.constexprs,
             )
             return
 
-    cfg = config or choose_config(call)
-    constexprs = dict(
-        TOPK=call.topk, SOFTMAX=call.softmax, RENORMALIZE=call.renormalize,
-        NUM_GROUPS=call.num_groups, GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group,
-        ROWS=cfg.rows, BLOCK_GROUPS=cfg.block_groups, BLOCK_GROUP_SIZE=cfg.block_group_size, BLOCK_K=cfg.block_k,
-    )
-    grid = (triton.cdiv(call.tokens, cfg.rows),)
-    compiled = route_kernel[grid](
+    plan = plan or choose_plan(call)
+    compiled = plan.kernel[(triton.cdiv(call.tokens, plan.rows),)](
         logits, bias, stride,
         weights, ids, weights.stride(0), weights.stride(1), ids.stride(0), ids.stride(1),
         call.tokens, call.scale,
-        num_warps=cfg.num_warps, **constexprs,
+        num_warps=plan.num_warps, **plan.constexprs,
     )
-    if key is not None:
-        _launchers[key] = (
-            _DirectLaunch(compiled, tuple(constexprs.values()), cfg.rows) if _direct_launch_supported(compiled) else None
-        )
+    if key is not None and key not in _launchers:
+        _launchers[key] = _DirectLaunch(compiled, plan) if _direct_launch_supported(compiled) else None

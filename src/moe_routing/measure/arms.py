@@ -41,9 +41,16 @@ def arm_reference(inputs: Inputs):
     return lambda i: reference.route(inputs.logits[i], shape.topk, **kw)
 
 
+_compiled_reference = None
+
+
 def arm_reference_compiled(inputs: Inputs):
+    """The reference through torch.compile (one compiled function for all shapes: T is dynamic)."""
+    global _compiled_reference
+    if _compiled_reference is None:
+        _compiled_reference = torch.compile(reference.route, fullgraph=True, dynamic=True)
     shape, kw = inputs.shape, inputs.shape.kwargs(inputs.bias)
-    compiled = torch.compile(reference.route, fullgraph=True, dynamic=False)
+    compiled = _compiled_reference
     return lambda i: compiled(inputs.logits[i], shape.topk, **kw)
 
 

@@ -1,18 +1,21 @@
-"""Triton kernel of the routing op: the kernel only; configuration and launching live in launch.py.
+"""The general routing kernel ("rounds"): every scoring, grouping and size; the kernel only.
 
-One program routes ``ROWS`` tokens.  Each row is read once into registers as a ``[ROWS, BLOCK]``
+Configuration and launching live in launch.py. One program routes ``ROWS`` tokens.  Each row is read once into registers as a ``[ROWS, BLOCK]``
 tile in which position ``p`` holds expert ``(p // BLOCK_GROUP_SIZE) * GROUP_SIZE + p % BLOCK_GROUP_SIZE``:
 for the flat path (one group) position and expert coincide; for the grouped path each group gets a
 power-of-two slot so the group stage is a reshape to ``[ROWS, BLOCK_GROUPS, BLOCK_GROUP_SIZE]``.
 Positions increase with the expert index, so "lowest position" is "lowest expert index" everywhere.
 
-Selection ranks experts by an int32 key that orders like the float32 choice value ``c`` (valid
+Selection takes TOPK rounds of one fused (key, lowest position) max over the row. It ranks experts
+by an int32 key that orders like the float32 choice value ``c`` (valid
 experts), then ``INVALID`` (non-finite logit or bias: after every valid expert), then ``TAKEN``
 (already chosen, padding, or in an eliminated group: never chosen).
 """
 
 import triton
 import triton.language as tl
+
+from ._common import finish_weights, sigmoid_scores, tree_sum
 
 TAKEN = tl.constexpr(-(2**31))
 INVALID = tl.constexpr(-(2**31) + 1)
@@ -28,7 +31,7 @@ def _order_key(c):
 
 @triton.jit(do_not_specialize=["num_rows", "stride_w_row", "stride_w_col", "stride_i_row", "stride_i_col"],
             do_not_specialize_on_alignment=["weights_ptr", "ids_ptr"])
-def route_kernel(
+def rounds_kernel(
     # inputs
     logits_ptr,  # [T, E] float32 / bfloat16 / float16, unit column stride
     bias_ptr,  # [E] contiguous, any float dtype; None without bias
@@ -55,6 +58,8 @@ def route_kernel(
     BLOCK_GROUPS: tl.constexpr,
     BLOCK_GROUP_SIZE: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    LOG2_BLOCK: tl.constexpr,
+    LOG2_BLOCK_K: tl.constexpr,
 ):
     BLOCK: tl.constexpr = BLOCK_GROUPS * BLOCK_GROUP_SIZE
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -80,10 +85,10 @@ def route_kernel(
         row_max = tl.max(masked, axis=1)
         row_max = tl.where(row_max == float("-inf"), 0.0, row_max)
         exps = tl.where(valid, tl.exp(masked - row_max[:, None]), 0.0)
-        total = tl.sum(exps, axis=1)
+        total = tree_sum(exps, ROWS, BLOCK, LOG2_BLOCK)
         scores = exps / tl.where(total > 0.0, total, 1.0)[:, None]
     else:
-        scores = tl.where(valid, tl.sigmoid(x), 0.0)
+        scores = sigmoid_scores(x, valid)
     if bias_ptr is not None:
         choice = tl.where(valid, scores + bias[None, :], 0.0)
     else:
@@ -127,12 +132,7 @@ def route_kernel(
         chosen_score = tl.where(slot_k[None, :] == r, won[:, None], chosen_score)
 
     # weight: unbiased scores, renormalised (1/K when they sum to 0), scaled
-    weights = chosen_score
-    if RENORMALIZE:
-        total_w = tl.sum(weights, axis=1)
-        weights = tl.where(total_w[:, None] > 0.0, weights / tl.where(total_w > 0.0, total_w, 1.0)[:, None],
-                           1.0 / TOPK)
-    weights = weights * scale
+    weights = finish_weights(chosen_score, slot_k, TOPK, RENORMALIZE, ROWS, BLOCK_K, LOG2_BLOCK_K, scale)
     ids = (chosen_pos // BLOCK_GROUP_SIZE) * GROUP_SIZE + chosen_pos % BLOCK_GROUP_SIZE
 
     # store

@@ -1,0 +1,44 @@
+"""Pieces every routing kernel shares, so that all of them compute bit-identical scores and sums.
+
+Batch invariance (a row's result does not depend on T or on which tile a rule picked) needs every
+kernel variant to round exactly alike: the same sigmoid, the same float32 ``s + b``, and sums whose
+association order is fixed by the code, not by the register layout the compiler chose.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def sigmoid_scores(x, valid):
+    """s = 1 / (1 + exp(-x)) in float32, 0 where invalid (one code path for every kernel)."""
+    return tl.where(valid, 1.0 / (1.0 + tl.exp(-x)), 0.0)
+
+
+@triton.jit
+def tree_sum(x, ROWS: tl.constexpr, N: tl.constexpr, LOG2_N: tl.constexpr):
+    """Row sums of ``x`` [ROWS, N] by a fixed pairwise tree: ((x0+x1)+(x2+x3))+..., layout-independent."""
+    for level in tl.static_range(LOG2_N):
+        pairs = tl.reshape(x, (ROWS, N >> (level + 1), 2))
+        left, right = tl.split(pairs)
+        x = left + right
+    return tl.reshape(x, (ROWS,))
+
+
+@triton.jit
+def finish_weights(chosen_scores, slot, TOPK: tl.constexpr, RENORMALIZE: tl.constexpr, ROWS: tl.constexpr,
+                   BLOCK_K: tl.constexpr, LOG2_BLOCK_K: tl.constexpr, scale):
+    """Rule 4: renormalise by the float32 sum (1/K on a zero sum), then scale. Padding slots hold 0."""
+    weights = chosen_scores
+    if RENORMALIZE:
+        total = tree_sum(tl.where(slot[None, :] < TOPK, weights, 0.0), ROWS, BLOCK_K, LOG2_BLOCK_K)
+        weights = tl.where(total[:, None] > 0.0, weights / tl.where(total > 0.0, total, 1.0)[:, None], 1.0 / TOPK)
+    return weights * scale
+
+
+def log2(n: int) -> int:
+    """log2 of a power of two (for the LOG2_* constexprs)."""
+    return n.bit_length() - 1
+
+
+__all__ = ["finish_weights", "log2", "sigmoid_scores", "tree_sum"]

@@ -1,0 +1,189 @@
+"""``moe-routing bench``: run the arms side by side over a set of shapes; write table, JSON and plot.
+
+Everything is measured in one run, interleaved per shape (see bench.py). Outputs, under ``--out``:
+``bench.md`` (Markdown tables: device time per call under graph replay, eager host time per call),
+``bench.json`` (every measurement, with GPU, versions, date and the command that made them) and
+``bench.png`` (µs against T, log-log, one line per arm, one panel per expert configuration).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from . import arms as arm_factories
+from .bench import Shape, copy_bandwidth_bytes_per_s, make_inputs, run_interleaved
+
+# The issue's target table (H200, bf16 logits, fp32 bias, renormalise), µs per call under graph replay.
+TARGETS_US = {
+    (64, 6, 1, 1, 1): 1.3, (64, 6, 1, 1, 128): 1.3,
+    (256, 8, 1, 1, 1): 1.5, (256, 8, 1, 1, 128): 1.5, (256, 8, 1, 1, 8192): 4.0, (256, 8, 1, 1, 65536): 18.0,
+    (384, 8, 1, 1, 1): 1.8, (384, 8, 1, 1, 128): 1.8, (384, 8, 1, 1, 65536): 26.0,
+    (256, 8, 8, 4, 1): 1.6, (256, 8, 8, 4, 128): 1.6, (256, 8, 8, 4, 65536): 20.0,
+}
+
+PRESETS = {
+    "targets": [Shape(e, k, t, g, kg) for (e, k, g, kg, t) in TARGETS_US],
+    "smoke": [Shape(256, 8, t, 8, 4) for t in (1, 128)] + [Shape(256, 8, t) for t in (1, 4096)],
+    "wide": [Shape(e, k, t) for e, k in ((64, 6), (128, 8), (160, 8), (256, 8), (384, 8), (512, 8))
+             for t in (1, 128, 1024, 8192, 65536)]
+    + [Shape(128, 8, t, scoring="softmax", bias=False) for t in (1, 128, 8192, 65536)]
+    + [Shape(256, 8, t, dtype=torch.float32) for t in (1, 128, 8192, 65536)]
+    + [Shape(1024, 32, t) for t in (1, 128, 8192)]
+    + [Shape(256, 8, t, 8, 4) for t in (1, 128, 1024, 8192, 65536)],
+}
+
+HOST_ARMS = {"moe_routing.route(out=)", "moe_routing.route", "torch.max(dim=-1)", "empty kernel"}
+
+
+def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, calls_per_graph: int,
+              replays: int, host_max_tokens: int = 128, log=print) -> dict:
+    """Measure every arm on every shape; return the JSON-able result."""
+    bandwidth = copy_bandwidth_bytes_per_s()
+    factories = {**arm_factories.OURS, **arm_factories.BASELINES, **arm_factories.ENGINES}
+    if arm_names:
+        factories = {name: f for name, f in factories.items() if name in arm_names}
+    rows, notes = [], {}
+    for shape in shapes:
+        inputs = make_inputs(shape)
+        calls = {}
+        for name, factory in factories.items():
+            if name in arm_factories.ENGINES:
+                call, note = arm_factories.checked_engine_arm(name, factory, inputs)
+                notes.setdefault(name, set()).add(note)
+            else:
+                try:  # a baseline that cannot run a shape is reported, not fatal
+                    call = factory(inputs)
+                    call(0)
+                    torch.cuda.synchronize()
+                except Exception as error:
+                    notes.setdefault(name, set()).add(f"{shape.label} T={shape.tokens}: {type(error).__name__}: "
+                                                      f"{str(error)[:120]}")
+                    call = None
+            if call is not None:
+                calls[name] = call
+        host = HOST_ARMS if shape.tokens <= host_max_tokens else set()
+        for m in run_interleaved(shape, calls, len(inputs.logits), rounds, calls_per_graph, replays, host):
+            summary = m.summary()
+            rows.append({"experts": shape.experts, "topk": shape.topk, "groups": shape.groups,
+                         "topk_group": shape.topk_group, "tokens": shape.tokens, "scoring": shape.scoring,
+                         "bias": shape.bias, "dtype": str(shape.dtype).removeprefix("torch."), "label": shape.label,
+                         "arm": m.arm, "device_us": m.device_us, "host_us": m.host_us, **{
+                             f"{kind}_{stat}": value for kind in ("device", "host")
+                             for stat, value in summary[kind].items()}})
+        floor = shape.bytes_moved() / bandwidth * 1e6
+        rows.append({"experts": shape.experts, "topk": shape.topk, "groups": shape.groups,
+                     "topk_group": shape.topk_group, "tokens": shape.tokens, "scoring": shape.scoring,
+                     "bias": shape.bias, "dtype": str(shape.dtype).removeprefix("torch."), "label": shape.label,
+                     "arm": "bytes floor", "device_median": floor, "device_min": floor, "device_max": floor,
+                     "device_drift": 0.0})
+        ours = next((r for r in rows[::-1] if r["arm"] == "moe_routing.route(out=)" and r["label"] == shape.label
+                     and r["tokens"] == shape.tokens), None)
+        log(f"{shape.label:>28} T={shape.tokens:<6} route(out=) "
+            f"{ours['device_median']:.2f} us" if ours else f"{shape.label} T={shape.tokens}")
+    return {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": __import__("triton").__version__,
+        "moe_routing": __import__("moe_routing").__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["moe-routing"] + sys.argv[1:]),
+        "copy_bandwidth_TBps": bandwidth / 1e12,
+        "calls_per_graph": calls_per_graph, "replays": replays, "rounds": rounds,
+        "engine_notes": {name: sorted(n) for name, n in notes.items()},
+        "rows": rows,
+    }
+
+
+def _cell(row: dict | None, kind: str = "device") -> str:
+    if row is None or f"{kind}_median" not in row:
+        return "–"
+    return f"{row[f'{kind}_median']:.2f} ±{100 * row[f'{kind}_drift']:.0f}%"
+
+
+def markdown(result: dict) -> str:
+    """The device-time table (median over rounds, ± same-arm drift) and the eager host-time table."""
+    rows = result["rows"]
+    arms = list(dict.fromkeys(r["arm"] for r in rows))
+    shapes = list(dict.fromkeys((r["label"], r["tokens"]) for r in rows))
+    index = {(r["label"], r["tokens"], r["arm"]): r for r in rows}
+    lines = [
+        f"GPU: {result['gpu']} · torch {result['torch']} · triton {result['triton']} · moe-routing "
+        f"{result['moe_routing']} · {result['date']}",
+        f"Command: `{result['command']}`",
+        f"Copy bandwidth (read + write): {result['copy_bandwidth_TBps']:.2f} TB/s. Device time: µs per call under "
+        f"CUDA-graph replay ({result['calls_per_graph']} calls per graph, median of {result['replays']} replays), "
+        f"median of {result['rounds']} interleaved rounds, ± the arm's own drift across rounds.",
+        "",
+        "| experts / top-k / groups kept | T | " + " | ".join(arms) + " | target |",
+        "|---|---|" + "---|" * (len(arms) + 1),
+    ]
+    for label, tokens in shapes:
+        first = next(r for r in rows if r["label"] == label)
+        target = TARGETS_US.get((first["experts"], first["topk"], first["groups"], first["topk_group"], tokens))
+        if first["scoring"] != "sigmoid" or not first["bias"] or first["dtype"] != "bfloat16":
+            target = None
+        cells = [_cell(index.get((label, tokens, arm))) for arm in arms]
+        lines.append(f"| {label} | {tokens} | " + " | ".join(cells) + f" | {'≤ ' + str(target) if target else ''} |")
+    host_arms = [a for a in arms if any(r.get("host_median") for r in rows if r["arm"] == a)]
+    if host_arms:
+        lines += ["", "Eager host time per call (µs; wall time of back-to-back calls), median of rounds ± drift:", "",
+                  "| experts / top-k / groups kept | T | " + " | ".join(host_arms) + " |",
+                  "|---|---|" + "---|" * len(host_arms)]
+        for label, tokens in shapes:
+            cells = [_cell(index.get((label, tokens, arm)), "host") for arm in host_arms]
+            if any(c != "–" for c in cells):
+                lines.append(f"| {label} | {tokens} | " + " | ".join(cells) + " |")
+    for name, notes in result.get("engine_notes", {}).items():
+        lines.append(f"\n{name}: {'; '.join(notes)}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: Path) -> None:
+    """µs per call against T, log-log, one line per arm, one panel per expert configuration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in result["rows"] if "device_median" in r]
+    panels = list(dict.fromkeys(r["label"] for r in rows))
+    cols = min(3, len(panels))
+    fig, axes = plt.subplots((len(panels) + cols - 1) // cols, cols, figsize=(5.2 * cols, 4 * ((len(panels) + cols - 1) // cols)),
+                             squeeze=False)
+    for ax, label in zip(axes.flat, panels):
+        for arm in dict.fromkeys(r["arm"] for r in rows if r["label"] == label):
+            points = sorted((r["tokens"], r["device_median"]) for r in rows if r["label"] == label and r["arm"] == arm)
+            if len(points) < 2 and arm != "moe_routing.route(out=)":
+                continue
+            style = dict(linewidth=2.5) if arm.startswith("moe_routing") else dict(linewidth=1.2, alpha=0.8)
+            if arm in ("bytes floor", "empty kernel"):
+                style.update(linestyle="--", color="gray" if arm == "bytes floor" else "black")
+            ax.plot(*zip(*points), marker="o", markersize=3, label=arm, **style)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("tokens T")
+        ax.set_ylabel("µs per call (graph replay)")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"moe-routing vs baselines on {result['gpu']} ({result['date'][:10]})", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(result: dict, out: Path) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "bench.json", "markdown": out / "bench.md", "plot": out / "bench.png"}
+    paths["json"].write_text(json.dumps(result, indent=1))
+    paths["markdown"].write_text(markdown(result))
+    plot(result, paths["plot"])
+    return paths
+

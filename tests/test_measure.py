@@ -1,0 +1,101 @@
+"""The measuring tools: the float64 judge catches what it must, the report renders, the CLI parses."""
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import moe_routing
+from conftest import DEVICE, random_bias, random_logits
+from moe_routing.cli import _parse_shapes, main
+from moe_routing.measure.bench import Measurement, Shape
+from moe_routing.measure.suite import markdown, plot
+from moe_routing.measure.verify import verify
+
+
+def good_result():
+    logits = random_logits(6, 64, torch.float32, seed=1)
+    bias = random_bias(64, seed=2)
+    weights, ids = moe_routing.route(logits, 4, correction_bias=bias)
+    return logits, bias, weights.clone(), ids.clone()
+
+
+def test_judge_accepts_a_correct_result():
+    logits, bias, weights, ids = good_result()
+    assert verify(weights, ids, logits, 4, correction_bias=bias).ok
+
+
+@pytest.mark.parametrize("damage", ["swap order", "wrong expert", "repeat", "out of range", "nan weight", "weight off"])
+def test_judge_rejects_damaged_results(damage):
+    logits, bias, weights, ids = good_result()
+    if damage == "swap order":
+        ids[0, [0, 1]] = ids[0, [1, 0]]
+    elif damage == "wrong expert":
+        ids[0, 3] = next(e for e in range(64) if e not in ids[0].tolist())
+    elif damage == "repeat":
+        ids[0, 1] = ids[0, 0]
+    elif damage == "out of range":
+        ids[0, 0] = 64
+    elif damage == "nan weight":
+        weights[0, 0] = float("nan")
+    else:
+        weights[0, 0] += 1e-5
+    verdict = verify(weights, ids, logits, 4, correction_bias=bias)
+    assert not verdict.ok, damage
+
+
+def test_judge_rejects_a_forbidden_group():
+    logits = random_logits(4, 64, torch.float32, seed=3)
+    bias = random_bias(64, seed=4)
+    weights, ids = moe_routing.route(logits, 4, correction_bias=bias)  # ungrouped answer ...
+    grouped = moe_routing.route(logits, 4, correction_bias=bias, num_expert_group=8, topk_group=1)
+    if torch.equal(ids, grouped[1]):
+        pytest.skip("this draw happens to agree")
+    assert not verify(weights, ids, logits, 4, correction_bias=bias, num_expert_group=8, topk_group=1).ok
+
+
+def test_drift_is_the_spread_of_an_arms_own_rounds():
+    m = Measurement("a", Shape(256, 8, 1), [2.0, 2.2, 2.1], [])
+    summary = m.summary()["device"]
+    assert summary["median"] == 2.1 and summary["drift"] == pytest.approx(0.2 / 2.1)
+    assert m.summary()["host"] == {}
+
+
+def synthetic_result():
+    rows = []
+    for tokens in (1, 128, 65536):
+        for arm, base in (("moe_routing.route(out=)", 1.0), ("reference (eager)", 50.0), ("bytes floor", 0.1)):
+            value = base * (1 + tokens / 1000)
+            rows.append({"experts": 256, "topk": 8, "groups": 8, "topk_group": 4, "tokens": tokens,
+                         "scoring": "sigmoid", "bias": True, "dtype": "bfloat16", "label": "256 / 8 / 4 of 8",
+                         "arm": arm, "device_median": value, "device_min": value, "device_max": value * 1.01,
+                         "device_drift": 0.01, **({"host_median": 5.0, "host_drift": 0.02} if tokens == 1 else {})})
+    return {"gpu": "Test GPU", "torch": "x", "triton": "y", "moe_routing": "0", "date": "2026-11-29T00:00:00+00:00",
+            "command": "moe-routing bench", "copy_bandwidth_TBps": 4.2, "calls_per_graph": 50, "replays": 20,
+            "rounds": 3, "engine_notes": {"vLLM grouped_topk": ["not importable"]}, "rows": rows}
+
+
+def test_markdown_table_has_every_arm_shape_and_target(tmp_path):
+    text = markdown(synthetic_result())
+    assert "| 256 / 8 / 4 of 8 | 65536 |" in text and "≤ 20.0" in text and "≤ 1.6" in text
+    assert "moe_routing.route(out=)" in text and "bytes floor" in text and "±1%" in text
+    assert "Eager host time" in text and "vLLM grouped_topk: not importable" in text
+    plot(synthetic_result(), tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 10_000
+    json.dumps(synthetic_result())
+
+
+def test_shape_specs_parse():
+    shapes = _parse_shapes(("256/8/8:4", "128/8/softmax/nobias/fp32"), "1,128")
+    assert [(s.experts, s.topk, s.groups, s.topk_group, s.tokens) for s in shapes[:2]] == [(256, 8, 8, 4, 1),
+                                                                                          (256, 8, 8, 4, 128)]
+    assert shapes[2].scoring == "softmax" and not shapes[2].bias and shapes[2].dtype == torch.float32
+    with pytest.raises(Exception, match="expected E/K"):
+        _parse_shapes(("256/8/what",), "1")
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="checks the CPU refusal")
+def test_bench_refuses_without_gpu():
+    result = CliRunner().invoke(main, ["bench"])
+    assert result.exit_code == 2 and "needs a CUDA GPU" in result.output
