@@ -99,3 +99,19 @@ def test_shape_specs_parse():
 def test_bench_refuses_without_gpu():
     result = CliRunner().invoke(main, ["bench"])
     assert result.exit_code == 2 and "needs a CUDA GPU" in result.output
+
+
+def test_straightforward_peer_is_checked_before_it_is_timed(monkeypatch):
+    """The peer arm routes correctly on clean inputs (it is timed only after this same check)."""
+    from moe_routing.measure.arms import PEERS, checked_engine_arm
+    from moe_routing.measure.bench import Inputs
+
+    shape = Shape(64, 6, 5)
+    gen = torch.Generator().manual_seed(0)
+    inputs = Inputs(shape, [(torch.randn(5, 64, generator=gen) * 2).bfloat16().to(DEVICE)],
+                    (torch.randn(64, generator=gen) * 0.5).to(DEVICE))
+    if DEVICE == "cpu":
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # the check syncs a GPU; none here
+    call, note = checked_engine_arm("straightforward Triton", PEERS["straightforward Triton"], inputs, bias_cast=False)
+    assert call is not None, note
+    assert PEERS["straightforward Triton"](Inputs(Shape(256, 8, 5, 8, 4), inputs.logits, inputs.bias)) is None

@@ -75,73 +75,83 @@ def check_call(
 ) -> RoutingCall:
     """Validate a routing call; raise ``TypeError``/``ValueError`` naming the argument.
 
-    Returns the normalised :class:`RoutingCall`.
+    Returns the normalised :class:`RoutingCall`. Written for the hot path: every attribute is read
+    once, and error messages are only built when a check fails.
     """
-    logits = _check_tensor("gating_output", gating_output)
-    if logits.dim() != 2:
-        raise ValueError(f"gating_output must be 2-D [tokens, experts], got shape {tuple(logits.shape)}")
-    if logits.dtype not in LOGIT_DTYPES:
-        raise TypeError(f"gating_output must be float32, bfloat16 or float16, got {logits.dtype}")
-    tokens, experts = logits.shape
-    if experts < 1:
-        raise ValueError("gating_output must have at least one expert (column), got 0")
-    if experts > MAX_EXPERTS:
+    if not isinstance(gating_output, torch.Tensor):
+        _check_tensor("gating_output", gating_output)
+    shape = gating_output.shape
+    dtype = gating_output.dtype
+    if len(shape) != 2:
+        raise ValueError(f"gating_output must be 2-D [tokens, experts], got shape {tuple(shape)}")
+    if dtype not in LOGIT_DTYPES:
+        raise TypeError(f"gating_output must be float32, bfloat16 or float16, got {dtype}")
+    tokens, experts = shape
+    if not 1 <= experts <= MAX_EXPERTS:
+        if experts < 1:
+            raise ValueError("gating_output must have at least one expert (column), got 0")
         raise ValueError(f"gating_output has {experts} experts; at most {MAX_EXPERTS} are supported")
 
-    if not isinstance(scoring_func, str):
-        raise TypeError(f"scoring_func must be a str, got {type(scoring_func).__name__}")
-    if scoring_func not in SCORING_FUNCS:
+    if scoring_func != "sigmoid" and scoring_func != "softmax":
+        if not isinstance(scoring_func, str):
+            raise TypeError(f"scoring_func must be a str, got {type(scoring_func).__name__}")
         raise ValueError(f"scoring_func must be 'sigmoid' or 'softmax', got {scoring_func!r}")
-    if not isinstance(renormalize, bool):
+    if renormalize is not True and renormalize is not False:
         raise TypeError(f"renormalize must be a bool, got {type(renormalize).__name__}")
-    if isinstance(routed_scaling_factor, bool) or not isinstance(routed_scaling_factor, (int, float)):
-        raise TypeError(f"routed_scaling_factor must be a float, got {type(routed_scaling_factor).__name__}")
+    scale_type = type(routed_scaling_factor)
+    if scale_type is not float and scale_type is not int:
+        if isinstance(routed_scaling_factor, bool) or not isinstance(routed_scaling_factor, (int, float)):
+            raise TypeError(f"routed_scaling_factor must be a float, got {scale_type.__name__}")
     if not math.isfinite(routed_scaling_factor):
         raise ValueError(f"routed_scaling_factor must be finite, got {routed_scaling_factor}")
 
-    groups = _check_int("num_expert_group", num_expert_group, 1)
-    kept = _check_int("topk_group", topk_group, 1)
+    groups = num_expert_group if type(num_expert_group) is int and num_expert_group >= 1 else \
+        _check_int("num_expert_group", num_expert_group, 1)
+    kept = topk_group if type(topk_group) is int and topk_group >= 1 else _check_int("topk_group", topk_group, 1)
     if experts % groups:
         raise ValueError(f"num_expert_group={groups} does not divide the {experts} experts of gating_output")
     if kept >= groups:  # no group can be eliminated: the flat problem, exactly
         groups = kept = 1
     elif groups > MAX_GROUPS:
         raise ValueError(f"num_expert_group={groups} with eliminating groups: at most {MAX_GROUPS} are supported")
-    k = _check_int("topk", topk, 1)
-    allowed = kept * (experts // groups)
-    if k > allowed:
+    k = topk if type(topk) is int and topk >= 1 else _check_int("topk", topk, 1)
+    if k > kept * (experts // groups):
         raise ValueError(
-            f"topk={k} exceeds the {allowed} experts that topk_group={topk_group} of "
+            f"topk={k} exceeds the {kept * (experts // groups)} experts that topk_group={topk_group} of "
             f"num_expert_group={num_expert_group} groups hold"
         )
     if k > MAX_TOPK:
         raise ValueError(f"topk={k}: at most {MAX_TOPK} are supported")
 
+    device = None
     if correction_bias is not None:
-        bias = _check_tensor("correction_bias", correction_bias)
-        if bias.dtype not in BIAS_DTYPES:
-            raise TypeError(f"correction_bias must be a floating tensor, got {bias.dtype}")
-        if bias.dim() != 1 or bias.shape[0] != experts:
-            raise ValueError(f"correction_bias must have shape ({experts},), got {tuple(bias.shape)}")
-        if bias.device != logits.device:
-            raise ValueError(f"correction_bias is on {bias.device}, gating_output on {logits.device}")
+        if not isinstance(correction_bias, torch.Tensor):
+            _check_tensor("correction_bias", correction_bias)
+        if correction_bias.dtype not in BIAS_DTYPES:
+            raise TypeError(f"correction_bias must be a floating tensor, got {correction_bias.dtype}")
+        if correction_bias.shape != (experts,):
+            raise ValueError(f"correction_bias must have shape ({experts},), got {tuple(correction_bias.shape)}")
+        device = gating_output.device
+        if correction_bias.device != device:
+            raise ValueError(f"correction_bias is on {correction_bias.device}, gating_output on {device}")
 
     if out is not None:
-        _check_out(out, tokens, k, logits.device)
+        _check_out(out, tokens, k, device or gating_output.device)
 
-    return RoutingCall(
-        tokens, experts, k, scoring_func == "softmax", groups, kept, renormalize, float(routed_scaling_factor)
-    )
+    return RoutingCall(tokens, experts, k, scoring_func == "softmax", groups, kept, renormalize,
+                       float(routed_scaling_factor))
 
 
 def _check_out(out, tokens: int, topk: int, device: torch.device) -> None:
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
+    if type(out) is not tuple and type(out) is not list or len(out) != 2:
         raise TypeError("out must be a (weights, ids) pair of tensors")
-    for name, tensor, dtype in (("out[0] (weights)", out[0], torch.float32), ("out[1] (ids)", out[1], torch.int32)):
-        _check_tensor(name, tensor)
+    weights, ids = out
+    for name, tensor, dtype in (("out[0] (weights)", weights, torch.float32), ("out[1] (ids)", ids, torch.int32)):
+        if not isinstance(tensor, torch.Tensor):
+            _check_tensor(name, tensor)
         if tensor.dtype != dtype:
             raise TypeError(f"{name} must be {dtype}, got {tensor.dtype}")
-        if tuple(tensor.shape) != (tokens, topk):
+        if tensor.shape != (tokens, topk):
             raise ValueError(f"{name} must have shape ({tokens}, {topk}), got {tuple(tensor.shape)}")
         if tensor.device != device:
             raise ValueError(f"{name} is on {tensor.device}, gating_output on {device}")

@@ -81,8 +81,9 @@ def route(
         renormalize, routed_scaling_factor, out,
     )
     if out is None:
-        weights = torch.empty((call.tokens, call.topk), dtype=torch.float32, device=gating_output.device)
-        ids = torch.empty((call.tokens, call.topk), dtype=torch.int32, device=gating_output.device)
+        device = gating_output.device
+        weights = torch.empty((call.tokens, call.topk), dtype=torch.float32, device=device)
+        ids = torch.empty((call.tokens, call.topk), dtype=torch.int32, device=device)
     else:
         weights, ids = out
     if call.tokens == 0:
@@ -96,8 +97,10 @@ def route(
             logits, bias, weights, ids, call.topk, call.softmax, call.num_groups, call.topk_group,
             call.renormalize, call.scale,
         )
+    elif logits.is_cuda:
+        (_kernels or _kernel_module()).launch(call, logits, bias, weights, ids)
     else:
-        _route_into(call, logits, bias, weights, ids)
+        _route_on_cpu(call, logits, bias, weights, ids)
     return weights, ids
 
 
@@ -118,17 +121,11 @@ def biased_grouped_topk(
     )
 
 
-def _route_into(call: RoutingCall, logits, bias, weights, ids) -> None:
-    """Run a validated call into ``weights``/``ids``: the kernel where it can run, else the reference."""
-    device = logits.device.type
-    if device == "cuda":
-        if logits.device.index != torch.cuda.current_device():  # kernels launch on the current device
-            with torch.cuda.device(logits.device):
-                _kernel_module().launch(call, logits, bias, weights, ids)
-        else:
-            _kernel_module().launch(call, logits, bias, weights, ids)
-    elif device == "cpu" and _kernel_module().INTERPRETED:
-        _kernel_module().launch(call, logits, bias, weights, ids)
+def _route_on_cpu(call: RoutingCall, logits, bias, weights, ids) -> None:
+    """CPU tensors: the Triton interpreter when Triton was imported for it, else the reference."""
+    kernels = _kernels or _kernel_module()
+    if kernels.INTERPRETED:
+        kernels.launch(call, logits, bias, weights, ids)
     else:
         result = reference.evaluate(logits, bias, call)
         weights.copy_(result.weights)
@@ -151,8 +148,12 @@ def _route_into_op(
     """``route()`` as a custom op writing into caller buffers, for torch.compile graphs."""
     tokens, experts = gating_output.shape
     call = RoutingCall(tokens, experts, topk, softmax, num_groups, topk_group, renormalize, scale)
-    if tokens:
-        _route_into(call, gating_output, correction_bias, weights, ids)
+    if not tokens:
+        return
+    if gating_output.is_cuda:
+        (_kernels or _kernel_module()).launch(call, gating_output, correction_bias, weights, ids)
+    else:
+        _route_on_cpu(call, gating_output, correction_bias, weights, ids)
 
 
 @_route_into_op.register_fake

@@ -75,19 +75,24 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int) -> Pl
 
 
 def choose_plan(call: RoutingCall, tclass: int | None = None) -> Plan:
-    """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly)."""
+    """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly).
+
+    Tiles from benchmarks/NOTES.md (v2, plan sweep on the H200).
+    """
     if tclass is None:
         tclass = token_class(call.tokens)
     if bitonic_supported(call):
         chunks = triton.cdiv(call.experts, max(8, triton.next_power_of_2(call.topk)))
-        if tclass == LATENCY:  # one row per warp, lanes sharing it: shortest dependency chain
-            return bitonic_plan(call, min(16, triton.next_power_of_2(chunks)), 1, 1)
+        if tclass == LATENCY:  # one row per program, lanes sharing it: shortest dependency chain
+            return bitonic_plan(call, min(16, triton.next_power_of_2(chunks)), 1, 2 if call.experts > 256 else 1)
         if call.experts >= 128:
             if tclass in (MEDIUM, LARGE):
-                return bitonic_plan(call, 16, 8, 4)
-            return bitonic_plan(call, 2, 64, 4)  # HUGE: two lanes per row, long streams, full occupancy
+                return bitonic_plan(call, 8, 8, 2)
+            return bitonic_plan(call, 1, 256, 8)  # HUGE: a lane per row, long streams, full occupancy
         if tclass == HUGE:
             return bitonic_plan(call, 1, 128, 4)
+    if call.grouped and tclass == HUGE:
+        return rounds_plan(call, tclass, 8, 8)
     return rounds_plan(call, tclass)
 
 
@@ -113,12 +118,13 @@ class _DirectLaunch:
         self.rows = plan.rows
 
 
+_runtime_knobs = triton.knobs.runtime
+
+
 def _hooks_installed() -> bool:
-    runtime = triton.knobs.runtime
-    return any(
-        hook is not None and getattr(hook, "calls", True)
-        for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook)
-    )
+    """Whether a launch hook (e.g. a profiler's) is installed: then calls take Triton's own path."""
+    enter, leave = _runtime_knobs.launch_enter_hook, _runtime_knobs.launch_exit_hook
+    return bool(getattr(enter, "calls", enter)) or bool(getattr(leave, "calls", leave))
 
 
 def _direct_launch_supported(compiled) -> bool:
@@ -134,11 +140,14 @@ def _direct_launch_supported(compiled) -> bool:
 
 _launchers: dict[tuple, _DirectLaunch | None] = {}
 
-try:  # the current stream as a raw handle, as Triton's own launch path gets it
+try:  # the current stream as a raw handle and the current device, as Triton's own launch path gets them
     _raw_stream = torch._C._cuda_getCurrentRawStream
-except AttributeError:  # pragma: no cover - CPU-only builds of torch
+    _current_device = torch._C._cuda_getDevice
+except AttributeError:  # pragma: no cover - builds of torch without CUDA
     def _raw_stream(index):
         return torch.cuda.current_stream(index).cuda_stream
+
+    _current_device = torch.cuda.current_device
 
 
 def _int_class(value: int) -> int:
@@ -161,21 +170,29 @@ def launch(
     stride = logits.stride(0)
     key = None
     if plan is None and logits.is_cuda:
+        index = logits.get_device()
+        logits_ptr = logits.data_ptr()
+        bias_ptr = None if bias is None else bias.data_ptr()
         key = (
-            call.experts, call.topk, call.softmax, call.num_groups, call.topk_group, call.renormalize,
-            token_class(call.tokens), logits.dtype, None if bias is None else bias.dtype, logits.device.index,
-            logits.data_ptr() % 16 == 0, None if bias is None else bias.data_ptr() % 16 == 0, _int_class(stride),
+            call[1:7], token_class(call.tokens), logits.dtype, None if bias is None else bias.dtype, index,
+            logits_ptr & 15 == 0, None if bias_ptr is None else bias_ptr & 15 == 0, _int_class(stride),
         )
         direct = _launchers.get(key)
         if direct is not None and not _hooks_installed():
+            if index != _current_device():  # kernels launch on the current device
+                with torch.cuda.device(index):
+                    return launch(call, logits, bias, weights, ids)
+            w_stride, i_stride = weights.stride(), ids.stride()
             direct.launch(
-                (call.tokens + direct.rows - 1) // direct.rows, 1, 1, _raw_stream(logits.device.index),
+                (call.tokens + direct.rows - 1) // direct.rows, 1, 1, _raw_stream(index),
                 direct.function, direct.cooperative, direct.pdl, None, None, direct.metadata, None, None, None,
-                logits.data_ptr(), None if bias is None else bias.data_ptr(), stride,
-                weights.data_ptr(), ids.data_ptr(), weights.stride(0), weights.stride(1), ids.stride(0),
-                ids.stride(1), call.tokens, call.scale, *direct.constexprs,
+                logits_ptr, bias_ptr, stride, weights.data_ptr(), ids.data_ptr(), w_stride[0], w_stride[1],
+                i_stride[0], i_stride[1], call.tokens, call.scale, *direct.constexprs,
             )
             return
+        if index != _current_device():
+            with torch.cuda.device(index):
+                return launch(call, logits, bias, weights, ids)
 
     plan = plan or choose_plan(call)
     compiled = plan.kernel[(triton.cdiv(call.tokens, plan.rows),)](

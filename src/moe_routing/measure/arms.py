@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 import triton
+import triton.language as tl
 
 from .. import reference
 from ..op import route
@@ -23,6 +24,47 @@ from .verify import verify
 @triton.jit
 def _empty_kernel(x_ptr, n):
     pass
+
+
+@triton.jit
+def _straightforward_kernel(x_ptr, bias_ptr, weights_ptr, ids_ptr, stride, scale, E: tl.constexpr, K: tl.constexpr,
+                            BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A first Triton version (the issue's peer): one row per program, K rounds of max + lowest-index argmin."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < E
+    x = tl.load(x_ptr + row * stride + cols, mask=inside, other=0.0).to(tl.float32)
+    s = tl.sigmoid(x)
+    c = tl.where(inside, s + tl.load(bias_ptr + cols, mask=inside, other=0.0), float("-inf"))
+    slot = tl.arange(0, BLOCK_K)
+    ids = tl.zeros((BLOCK_K,), dtype=tl.int32)
+    weights = tl.zeros((BLOCK_K,), dtype=tl.float32)
+    for k in tl.static_range(K):
+        best = tl.max(c, axis=0)
+        at = tl.min(tl.where(c == best, cols, BLOCK), axis=0)
+        ids = tl.where(slot == k, at, ids)
+        weights = tl.where(slot == k, tl.sum(tl.where(cols == at, s, 0.0), axis=0), weights)
+        c = tl.where(cols == at, float("-inf"), c)
+    weights = weights / tl.sum(weights, axis=0) * scale
+    tl.store(weights_ptr + row * K + slot, weights, mask=slot < K)
+    tl.store(ids_ptr + row * K + slot, ids, mask=slot < K)
+
+
+def arm_straightforward_triton(inputs: Inputs):
+    """The issue's "straightforward Triton" peer (flat sigmoid + bias only; no NaN handling)."""
+    shape = inputs.shape
+    if shape.topk_group < shape.groups or shape.scoring != "sigmoid" or not shape.bias:
+        return None
+    block, block_k = triton.next_power_of_2(shape.experts), triton.next_power_of_2(shape.topk)
+
+    def call(i):
+        x = inputs.logits[i]
+        _straightforward_kernel[(shape.tokens,)](x, inputs.bias, inputs.weights, inputs.ids, x.stride(0),
+                                                 shape.scale, E=shape.experts, K=shape.topk, BLOCK=block,
+                                                 BLOCK_K=block_k, num_warps=1)
+        return inputs.weights, inputs.ids
+
+    return call
 
 
 def arm_route(inputs: Inputs):
@@ -130,6 +172,9 @@ BASELINES = {
     "empty kernel": arm_empty_kernel,
     "torch.max(dim=-1)": arm_torch_max,
 }
+PEERS = {
+    "straightforward Triton": arm_straightforward_triton,
+}
 ENGINES = {
     "vLLM grouped_topk": arm_vllm_grouped_topk,
     "sgl-kernel moe_fused_gate": arm_sglang_moe_fused_gate,
@@ -138,8 +183,9 @@ ENGINES = {
 }
 
 
-def checked_engine_arm(name: str, factory: Callable, inputs: Inputs) -> tuple[Callable | None, str]:
-    """Build an engine arm and check it against the float64 semantics on set 0; (call, note)."""
+def checked_engine_arm(name: str, factory: Callable, inputs: Inputs, bias_cast: bool = True
+                       ) -> tuple[Callable | None, str]:
+    """Build an engine (or peer) arm and check it against the float64 semantics on set 0; (call, note)."""
     try:
         call = factory(inputs)
     except Exception as error:  # an engine that is absent or whose API moved is skipped, not fatal
@@ -153,8 +199,10 @@ def checked_engine_arm(name: str, factory: Callable, inputs: Inputs) -> tuple[Ca
     except Exception as error:
         return None, f"failed on this shape: {type(error).__name__}: {error}"[:160]
     weights, ids = (result if isinstance(result, tuple) else (inputs.weights, inputs.ids))[:2]
-    verdict = verify(weights.float(), ids.to(torch.int32), inputs.logits[0], shape.topk,
-                     **shape.kwargs(inputs.bias.to(inputs.logits[0].dtype) if inputs.bias is not None else None),
+    bias = inputs.bias
+    if bias is not None and bias_cast:  # engine ops round the bias to the logits' dtype
+        bias = bias.to(inputs.logits[0].dtype)
+    verdict = verify(weights.float(), ids.to(torch.int32), inputs.logits[0], shape.topk, **shape.kwargs(bias),
                      weight_tol=1e-3)
     if verdict.mismatched_rows or verdict.malformed_rows:
         return None, f"disagrees with the reference on {verdict.mismatched_rows + verdict.malformed_rows} rows"

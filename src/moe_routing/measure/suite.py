@@ -44,7 +44,8 @@ def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, cal
               replays: int, host_max_tokens: int = 128, log=print) -> dict:
     """Measure every arm on every shape; return the JSON-able result."""
     bandwidth = copy_bandwidth_bytes_per_s()
-    factories = {**arm_factories.OURS, **arm_factories.BASELINES, **arm_factories.ENGINES}
+    checked = {**arm_factories.PEERS, **arm_factories.ENGINES}
+    factories = {**arm_factories.OURS, **arm_factories.BASELINES, **checked}
     if arm_names:
         factories = {name: f for name, f in factories.items() if name in arm_names}
     rows, notes = [], {}
@@ -52,8 +53,9 @@ def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, cal
         inputs = make_inputs(shape)
         calls = {}
         for name, factory in factories.items():
-            if name in arm_factories.ENGINES:
-                call, note = arm_factories.checked_engine_arm(name, factory, inputs)
+            if name in checked:
+                call, note = arm_factories.checked_engine_arm(name, factory, inputs,
+                                                              bias_cast=name in arm_factories.ENGINES)
                 notes.setdefault(name, set()).add(note)
             else:
                 try:  # a baseline that cannot run a shape is reported, not fatal
