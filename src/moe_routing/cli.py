@@ -121,5 +121,80 @@ def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out) ->
     click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
 
 
+@main.command()
+@click.option("--out", type=click.Path(), default="report", show_default=True)
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda if present.")
+@click.option("--check-tokens", type=int, default=None, help="Rows per check case [default: 4096 GPU, 24 CPU].")
+@click.option("--bench-preset", type=click.Choice(["targets", "smoke", "wide", "none"]), default="targets",
+              show_default=True)
+def report(out, device, check_tokens, bench_preset) -> None:
+    """The main job: check, bench (with a GPU) and shadow, as one Markdown report with plots in OUT."""
+    from pathlib import Path
+
+    device = _choose_device(device)
+    from .measure.report import write_report
+    from .measure.shadow import TINY_FAMILIES
+
+    path = write_report(Path(out), device, _backend(device), check_tokens or (4096 if device == "cuda" else 24),
+                        None if bench_preset == "none" else bench_preset, TINY_FAMILIES, log=click.echo)
+    click.echo(path.read_text())
+    click.echo(f"wrote {path}")
+
+
+@main.command()
+@click.option("--family", "families", multiple=True, type=click.Choice(
+    ["deepseek_v3", "glm4_moe", "qwen3_moe", "mixtral", "gpt_oss"]), help="Embedded tiny model(s) [default: all].")
+@click.option("--model", "model_path", type=click.Path(exists=True, file_okay=False), default=None,
+              help="A local model directory instead of the tiny models.")
+@click.option("--prompts", default=4, show_default=True)
+@click.option("--prompt-tokens", default=32, show_default=True)
+@click.option("--new-tokens", default=8, show_default=True)
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None)
+def shadow(families, model_path, prompts, prompt_tokens, new_tokens, device) -> None:
+    """Run models with route() shadowing their routing; print the comparison table."""
+    from tabulate import tabulate
+
+    device = _choose_device(device)
+    from .measure.shadow import TINY_FAMILIES, load_model, run_shadow, shadow_table, tiny_model
+
+    models = {model_path: lambda: load_model(model_path, device)} if model_path else {
+        f"tiny {f}": (lambda f=f: tiny_model(f, device=device)) for f in (families or TINY_FAMILIES)}
+    results = {name: run_shadow(build(), prompts, prompt_tokens, new_tokens) for name, build in models.items()}
+    click.echo(f"moe-routing shadow: {_backend(device)}; the model keeps its own routing, route() runs on the "
+               "identical logits into scratch\n")
+    click.echo(tabulate(shadow_table(results), headers="keys", tablefmt="github"))
+
+
+@main.command()
+@click.option("--layers", default=4, show_default=True)
+@click.option("--hidden", default=512, show_default=True)
+@click.option("--batch", default=8, show_default=True)
+@click.option("--prompt", default=64, show_default=True)
+@click.option("--steps", default=64, show_default=True)
+@click.option("--rounds", default=4, show_default=True)
+@click.option("--out", type=click.Path(), default=None, help="Write e2e.json and e2e.md here.")
+def e2e(layers, hidden, batch, prompt, steps, rounds, out) -> None:
+    """Decode tokens/s of a DeepSeek-V3-architecture model: transformers' routing vs route() (GPU)."""
+    import json
+    from pathlib import Path
+
+    import torch
+
+    if not torch.cuda.is_available():
+        click.echo("moe-routing e2e needs a CUDA GPU; none is visible here.", err=True)
+        sys.exit(2)
+    from .measure.e2e import e2e_markdown, run_e2e
+
+    click.echo(f"reproduce: moe-routing {' '.join(sys.argv[1:])}")
+    result = run_e2e(layers, hidden, batch, prompt, steps, rounds, log=click.echo)
+    result["command"] = " ".join(["moe-routing"] + sys.argv[1:])
+    text = e2e_markdown(result)
+    click.echo("\n" + text)
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(out, "e2e.json").write_text(json.dumps(result, indent=1))
+        Path(out, "e2e.md").write_text(text)
+
+
 if __name__ == "__main__":
     main()

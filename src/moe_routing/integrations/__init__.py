@@ -1,0 +1,1 @@
+"""Integrations with engines and model libraries (each imports its library lazily)."""
