@@ -36,8 +36,10 @@ def test_captured_graph_replays_on_new_inputs(tokens, experts, topk, groups, top
         route_and_check(logits, topk, **kwargs)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
 @pytest.mark.parametrize("tokens,experts,topk,groups,topk_group,scoring", CASES, ids=str)
-def test_torch_compile_fullgraph(tokens, experts, topk, groups, topk_group, scoring):
+def test_torch_compile_fullgraph(tokens, experts, topk, groups, topk_group, scoring, dynamic):
+    torch._dynamo.reset()  # each case compiles the same code object afresh (no recompile-limit carry-over)
     bias = random_bias(experts, seed=2)
     kwargs = dict(scoring_func=scoring, correction_bias=bias, num_expert_group=groups, topk_group=topk_group)
 
@@ -46,12 +48,26 @@ def test_torch_compile_fullgraph(tokens, experts, topk, groups, topk_group, scor
         return weights * 2.0, ids
 
     # CPU: trace and run through aot_eager (the interpreter kernel has no inductor lowering to test)
-    compiled = torch.compile(model_step, fullgraph=True, backend="inductor" if ON_GPU else "aot_eager")
+    compiled = torch.compile(model_step, fullgraph=True, dynamic=dynamic, backend="inductor" if ON_GPU else "aot_eager")
     for t in (tokens, tokens + 3):
         logits = random_logits(t, experts, torch.bfloat16, seed=t)
         got = compiled(logits)
         expected = model_step(logits)
         assert torch.equal(got[1], expected[1]) and torch.equal(got[0], expected[0])
+
+
+def test_reference_compiles_with_symbolic_sizes_and_scale():
+    """The benchmark's compiled-reference arm: fullgraph, dynamic shapes and a symbolic scale."""
+    torch._dynamo.reset()
+    compiled = torch.compile(moe_routing.reference.route, fullgraph=True, dynamic=True,
+                             backend="inductor" if ON_GPU else "aot_eager")
+    bias = random_bias(256, seed=3)
+    for tokens, scale in ((5, 2.5), (9, 1.5)):
+        logits = random_logits(tokens, 256, torch.bfloat16, seed=tokens)
+        kwargs = dict(correction_bias=bias, num_expert_group=8, topk_group=4, routed_scaling_factor=scale)
+        got, expected = compiled(logits, 8, **kwargs), moe_routing.reference.route(logits, 8, **kwargs)
+        assert torch.equal(got[1], expected[1])
+        torch.testing.assert_close(got[0], expected[0], rtol=0, atol=1e-6)
 
 
 def test_custom_op_fake_has_no_outputs():

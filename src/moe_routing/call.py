@@ -102,7 +102,7 @@ def check_call(
     if scale_type is not float and scale_type is not int:
         if isinstance(routed_scaling_factor, bool) or not isinstance(routed_scaling_factor, (int, float)):
             raise TypeError(f"routed_scaling_factor must be a float, got {scale_type.__name__}")
-    if not math.isfinite(routed_scaling_factor):
+    if not abs(routed_scaling_factor) < math.inf:  # (not math.isfinite: it does not trace symbolic floats)
         raise ValueError(f"routed_scaling_factor must be finite, got {routed_scaling_factor}")
 
     groups = num_expert_group if type(num_expert_group) is int and num_expert_group >= 1 else \

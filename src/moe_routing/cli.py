@@ -171,7 +171,7 @@ def shadow(families, model_path, prompts, prompt_tokens, new_tokens, device) -> 
 @click.option("--batch", default=8, show_default=True)
 @click.option("--prompt", default=64, show_default=True)
 @click.option("--steps", default=64, show_default=True)
-@click.option("--rounds", default=4, show_default=True)
+@click.option("--rounds", default=6, show_default=True)
 @click.option("--out", type=click.Path(), default=None, help="Write e2e.json and e2e.md here.")
 def e2e(layers, hidden, batch, prompt, steps, rounds, out) -> None:
     """Decode tokens/s of a DeepSeek-V3-architecture model: transformers' routing vs route() (GPU)."""

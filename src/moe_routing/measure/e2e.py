@@ -10,6 +10,7 @@ per step (timed alone with CUDA events at the step's token count) over the step'
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 
@@ -62,17 +63,21 @@ def decode_block(model, batch: int, prompt: int, steps: int, seed: int) -> float
     out = model(input_ids=ids, past_key_values=cache, use_cache=True)
     token = out.logits[:, -1:].argmax(-1)
     _sync(device)
-    begin = time.perf_counter()
-    for _ in range(steps):
-        out = model(input_ids=token, past_key_values=cache, use_cache=True)
-        token = out.logits[:, -1:].argmax(-1)
-    _sync(device)
-    return batch * steps / (time.perf_counter() - begin)
+    gc.disable()  # a collection inside a block is noise, not routing
+    try:
+        begin = time.perf_counter()
+        for _ in range(steps):
+            out = model(input_ids=token, past_key_values=cache, use_cache=True)
+            token = out.logits[:, -1:].argmax(-1)
+        _sync(device)
+        return batch * steps / (time.perf_counter() - begin)
+    finally:
+        gc.enable()
 
 
 @torch.no_grad()
-def router_step_us(model, batch: int, calls: int = 200) -> float:
-    """Eager time (µs) of all of the model's routers for one decode step of ``batch`` tokens."""
+def router_step_us(model, batch: int, calls: int = 100, repeats: int = 5) -> float:
+    """Eager time (µs) of all of the model's routers for one decode step of ``batch`` tokens (median)."""
     from ..integrations.transformers import supported
 
     routers = [m for m in model.modules() if supported(m)]
@@ -81,17 +86,20 @@ def router_step_us(model, batch: int, calls: int = 200) -> float:
         router(hidden)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        for router in routers:
-            router(hidden)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1000.0 / calls
+    times = []
+    for _ in range(repeats):
+        start.record()
+        for _ in range(calls):
+            for router in routers:
+                router(hidden)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / calls)
+    return statistics.median(times)
 
 
 def run_e2e(layers: int = 4, hidden: int = 512, batch: int = 8, prompt: int = 64, steps: int = 64,
-            rounds: int = 4, experts_implementation: str | None = "grouped_mm", log=print) -> dict:
+            rounds: int = 6, experts_implementation: str | None = "grouped_mm", log=print) -> dict:
     from ..integrations.transformers import patch, unpatch
     from .shadow import run_shadow
 
@@ -105,10 +113,11 @@ def run_e2e(layers: int = 4, hidden: int = 512, batch: int = 8, prompt: int = 64
     arms = {"transformers routing": None, "moe_routing replace": "replace"}
     tokens_per_s = {name: [] for name in arms}
     router_us = {name: [] for name in arms}
-    for mode in arms.values():  # warm both arms (compile, caches) outside the timed blocks
+    for mode in arms.values():  # one full untimed block per arm first (kernels, allocator, caches)
         if mode:
             patch(model, mode)
-        decode_block(model, batch, prompt, 4, seed=99)
+        decode_block(model, batch, prompt, steps, seed=99)
+        router_step_us(model, batch, calls=20, repeats=1)
         unpatch(model)
     for r in range(rounds):
         for name, mode in arms.items():
