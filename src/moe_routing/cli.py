@@ -102,15 +102,24 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
 @click.option("--calls-per-graph", default=50, show_default=True)
 @click.option("--replays", default=20, show_default=True)
 @click.option("--out", type=click.Path(), default="bench-results", show_default=True)
-def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out) -> None:
+@click.option("--from-json", "from_json", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Re-render the table and plot of a saved bench.json into --out (no measuring).")
+def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out, from_json) -> None:
     """Time route() against the reference, the floors and importable engine ops, side by side (GPU)."""
+    import json
+    from pathlib import Path
+
     import torch
 
+    if from_json:
+        from .measure.suite import write_outputs
+
+        paths = write_outputs(json.loads(Path(from_json).read_text()), Path(out))
+        click.echo(f"re-rendered {from_json}: wrote {', '.join(str(p) for p in paths.values())}")
+        return
     if not torch.cuda.is_available():
         click.echo("moe-routing bench needs a CUDA GPU; none is visible here.", err=True)
         sys.exit(2)
-    from pathlib import Path
-
     from .measure.suite import PRESETS, run_suite, write_outputs
 
     shapes = _parse_shapes(specs, tokens) if specs else PRESETS[preset]

@@ -168,6 +168,7 @@ def plot(result: dict, path: Path) -> None:
             ax.plot(*zip(*points), marker="o", markersize=3, label=arm, **style)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ax.set_ylim(bottom=0.3)  # below any launch: the bytes floor of small T is off the chart
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("tokens T")
         ax.set_ylabel("µs per call (graph replay)")
