@@ -205,5 +205,33 @@ def e2e(layers, hidden, batch, prompt, steps, rounds, out) -> None:
         Path(out, "e2e.md").write_text(text)
 
 
+@main.command()
+@click.option("--model", "model_dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="Local model directory (its tokenizer and config.json; nothing is downloaded).")
+@click.option("--tokens", type=int, required=True, help="Prompt length in the model's tokens.")
+@click.option("--count", type=int, default=64, show_default=True)
+@click.option("--output-tokens", type=int, default=None, help="Also write each record's output_tokens.")
+@click.option("--out", type=click.Path(dir_okay=False), default="prompts.jsonl", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def prompts(model_dir, tokens, count, output_tokens, out, seed) -> None:
+    """Write a `vllm bench serve --dataset-name custom` file of real-text prompts with valid token ids."""
+    from pathlib import Path
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    from .integrations.prompts import make_prompts, write_custom_dataset
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    vocab_size = getattr(config, "vocab_size", None) or config.get_text_config().vocab_size
+    prompt_set = make_prompts(tokenizer, vocab_size, tokens, count, seed)
+    write_custom_dataset(Path(out), prompt_set, output_tokens)
+    click.echo(f"wrote {len(prompt_set.prompts)} prompts of {tokens} tokens to {out}: max token id "
+               f"{prompt_set.max_token_id} < config.vocab_size {vocab_size} (len(tokenizer) = {len(tokenizer)}); "
+               f"{prompt_set.rejected} windows rejected")
+    click.echo(f"use: vllm bench serve --model {model_dir} --dataset-name custom --dataset-path {out} "
+               f"--num-prompts {count}")
+
+
 if __name__ == "__main__":
     main()

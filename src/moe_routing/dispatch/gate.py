@@ -1,0 +1,151 @@
+"""The substitution gate: may an engine's routing call be served by ``moe_routing.route``?
+
+One function, :func:`decide`, answers ``(substitute, reason)`` for a described call (:class:`RoutingRequest`).
+It accepts only what the kernels cover exactly and what is measured to pay:
+
+* grouping: an uneliminating grouping always (``topk_group >= num_expert_group``: the flat path);
+  an eliminating one only when the grouped path is enabled (``MOE_ROUTING_GROUPED=1``; off by default,
+  because on the H200 the grouped kernel is not yet faster than the engines' op at decode sizes);
+* the bias: absent, or contiguous with exactly E entries of a floating dtype;
+* dtypes: float32 / bfloat16 / float16 logits, int32 ids (the engine's buffers or requested dtype);
+* bounds: E, K and the number of groups within the kernels' limits;
+* the device: CUDA (ROCm included) tensors; CPU only where ``MOE_ROUTING_DEVICES`` lists it (tests);
+* the execution mode, read from the engine's forward context: a CUDA-graph step (PIECEWISE or FULL)
+  substitutes; an eager step (NONE) only when the eager path is enabled (``MOE_ROUTING_EAGER=1``; off
+  by default until ``route()``'s eager host time is measured no slower than the op it replaces); no
+  forward context at all (warm-up, profiling runs, other callers) keeps the engine's op.
+
+Every decision is counted by (site, reason) in :data:`COUNTERS`: a plain Counter increment, no
+logging, no sync. Under CUDA graphs the Python code runs at capture, so counts are captures plus eager
+calls, not replays.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..call import BIAS_DTYPES, LOGIT_DTYPES, MAX_EXPERTS, MAX_GROUPS, MAX_TOPK
+
+SUBSTITUTED = "substituted"
+
+# (site, reason) -> number of calls; read with counters() or report().
+COUNTERS: Counter = Counter()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the gate allows; read from the environment once (see ``settings()``)."""
+
+    grouped: bool = False  # substitute eliminating groupings too
+    eager: bool = False  # substitute in eager (non-graph) steps
+    devices: tuple[str, ...] = ("cuda",)
+
+    @staticmethod
+    def from_environment() -> "Settings":
+        return Settings(
+            grouped=os.environ.get("MOE_ROUTING_GROUPED", "0") == "1",
+            eager=os.environ.get("MOE_ROUTING_EAGER", "0") == "1",
+            devices=tuple(d.strip() for d in os.environ.get("MOE_ROUTING_DEVICES", "cuda").split(",") if d.strip()),
+        )
+
+
+_settings: list[Settings] = []
+
+
+def settings() -> Settings:
+    if not _settings:
+        _settings.append(Settings.from_environment())
+    return _settings[0]
+
+
+def configure(**changes) -> Settings:
+    """Change the gate's settings in this process (tests, or a launcher script)."""
+    new = Settings(**{**settings().__dict__, **changes})
+    _settings[:] = [new]
+    return new
+
+
+@dataclass(frozen=True)
+class RoutingRequest:
+    """An engine routing call, described for the gate."""
+
+    site: str  # which engine function was called
+    logits: torch.Tensor
+    bias: torch.Tensor | None
+    topk: int
+    num_expert_group: int
+    topk_group: int
+    scoring: str
+    ids_dtype: torch.dtype  # dtype of the ids the engine expects
+    weights_dtype: torch.dtype = torch.float32  # dtype of the weights buffer the engine passes, if any
+
+
+# The engine's execution mode: returns "PIECEWISE", "FULL", "NONE" or None (no forward context).
+ExecutionMode = Callable[[], "str | None"]
+
+
+def decide(request: RoutingRequest, mode: ExecutionMode) -> tuple[bool, str]:
+    """Whether to substitute ``route()`` for this call, and why (the reason is also counted)."""
+    substitute, reason = _decide(request, mode, settings())
+    COUNTERS[(request.site, reason)] += 1
+    return substitute, reason
+
+
+def _decide(r: RoutingRequest, mode: ExecutionMode, s: Settings) -> tuple[bool, str]:
+    logits = r.logits
+    if logits.device.type not in s.devices:
+        return False, f"device {logits.device.type} not enabled"
+    if logits.dim() != 2 or logits.dtype not in LOGIT_DTYPES:
+        return False, "logits not 2-D float32/bfloat16/float16"
+    experts = logits.shape[1]
+    if not 1 <= experts <= MAX_EXPERTS:
+        return False, f"experts outside 1..{MAX_EXPERTS}"
+    if not 1 <= r.topk <= MAX_TOPK:
+        return False, f"topk outside 1..{MAX_TOPK}"
+    if r.scoring not in ("sigmoid", "softmax"):
+        return False, f"scoring {r.scoring!r} not supported"
+    if r.ids_dtype != torch.int32 or r.weights_dtype != torch.float32:
+        return False, "ids not int32 or weights not float32"
+    if r.bias is not None and (r.bias.dim() != 1 or r.bias.shape[0] != experts or not r.bias.is_contiguous()
+                               or r.bias.dtype not in BIAS_DTYPES):
+        return False, "bias not a contiguous float vector of E entries"
+    groups = max(r.num_expert_group, 1)
+    if experts % groups:
+        return False, "groups do not divide the experts"
+    eliminating = 0 < r.topk_group < groups
+    allowed = (r.topk_group if eliminating else groups) * (experts // groups)
+    if r.topk > allowed:
+        return False, "topk above the experts of the kept groups"
+    if eliminating and (not s.grouped or groups > MAX_GROUPS):
+        return False, "eliminating groups (grouped path disabled)" if not s.grouped else "too many groups"
+    current = mode()
+    if current is None:
+        return False, "no forward context"
+    if current in ("PIECEWISE", "FULL"):
+        return True, SUBSTITUTED
+    if current == "NONE":
+        return (True, SUBSTITUTED) if s.eager else (False, "eager step (eager path disabled)")
+    return False, f"unknown execution mode {current}"
+
+
+def counters() -> dict[str, dict[str, int]]:
+    """The counts by site, then reason: {'site': {'substituted': n, 'eager step ...': m}}."""
+    table: dict[str, dict[str, int]] = {}
+    for (site, reason), count in sorted(COUNTERS.items()):
+        table.setdefault(site, {})[reason] = count
+    return table
+
+
+def report() -> str:
+    """The counters as text, one line per site."""
+    lines = []
+    for site, reasons in counters().items():
+        total = sum(reasons.values())
+        parts = ", ".join(f"{reason}: {count}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]))
+        lines.append(f"{site}: {total} calls ({parts})")
+    return "\n".join(lines) or "no routing calls seen"

@@ -1,0 +1,109 @@
+"""The substitution gate: parametrised accept / refuse cases, execution modes, counters."""
+
+import pytest
+import torch
+
+from moe_routing import dispatch
+from moe_routing.dispatch import SUBSTITUTED, RoutingRequest, configure, decide
+
+
+@pytest.fixture(autouse=True)
+def fresh_gate():
+    before = dispatch.settings()
+    configure(grouped=False, eager=False, devices=("cuda", "cpu"))
+    dispatch.COUNTERS.clear()
+    yield
+    configure(**before.__dict__)
+    dispatch.COUNTERS.clear()
+
+
+def request(experts=256, topk=8, groups=1, kept=1, dtype=torch.bfloat16, bias="fp32", scoring="sigmoid",
+            ids=torch.int32, weights=torch.float32, device="cpu", tokens=4):
+    logits = torch.zeros(tokens, experts, dtype=dtype, device=device)
+    b = None
+    if bias == "fp32":
+        b = torch.zeros(experts, device=device)
+    elif bias == "short":
+        b = torch.zeros(experts - 1, device=device)
+    elif bias == "strided":
+        b = torch.zeros(2 * experts, device=device)[::2]
+    elif bias == "int":
+        b = torch.zeros(experts, dtype=torch.int64, device=device)
+    return RoutingRequest("site", logits, b, topk, groups, kept, scoring, ids, weights)
+
+
+GRAPH = lambda: "PIECEWISE"  # noqa: E731
+
+
+@pytest.mark.parametrize("case,kwargs", [
+    ("flat 1 of 1", {}),
+    ("uneliminating 2 of 2", dict(groups=2, kept=2)),
+    ("uneliminating 8 of 8", dict(groups=8, kept=8)),
+    ("topk_group above groups", dict(groups=4, kept=6)),
+    ("no bias", dict(bias=None)),
+    ("softmax", dict(scoring="softmax", bias=None)),
+    ("float32 logits", dict(dtype=torch.float32)),
+    ("float16 logits", dict(dtype=torch.float16)),
+    ("384 experts", dict(experts=384)),
+    ("one token", dict(tokens=1)),
+])
+def test_gate_accepts(case, kwargs):
+    assert decide(request(**kwargs), GRAPH) == (True, SUBSTITUTED), case
+
+
+@pytest.mark.parametrize("case,kwargs,reason", [
+    ("eliminating groups", dict(groups=8, kept=4), "eliminating groups"),
+    ("bias of wrong length", dict(bias="short"), "bias"),
+    ("strided bias", dict(bias="strided"), "bias"),
+    ("integer bias", dict(bias="int"), "bias"),
+    ("int64 ids", dict(ids=torch.int64), "ids"),
+    ("bf16 weights buffer", dict(weights=torch.bfloat16), "weights"),
+    ("float64 logits", dict(dtype=torch.float64), "logits"),
+    ("too many experts", dict(experts=8192, topk=8), "experts"),
+    ("topk too large", dict(experts=256, topk=65), "topk"),
+    ("topk above kept experts", dict(experts=16, topk=17), "topk"),
+    ("unknown scoring", dict(scoring="sqrtsoftplus"), "scoring"),
+    ("groups not dividing", dict(experts=100, groups=3, kept=3), "divide"),
+])
+def test_gate_refuses_with_a_reason(case, kwargs, reason):
+    substitute, why = decide(request(**kwargs), GRAPH)
+    assert not substitute and reason in why, (case, why)
+
+
+def test_grouped_path_when_enabled():
+    configure(grouped=True)
+    assert decide(request(groups=8, kept=4), GRAPH)[0]
+    assert not decide(request(experts=256, groups=128, kept=4, topk=2), GRAPH)[0]  # too many groups
+
+
+@pytest.mark.parametrize("mode,eager,expected", [
+    ("PIECEWISE", False, True), ("FULL", False, True), ("NONE", False, False), ("NONE", True, True),
+    (None, False, False), (None, True, False),
+])
+def test_execution_mode(mode, eager, expected):
+    configure(eager=eager)
+    substitute, reason = decide(request(), lambda: mode)
+    assert substitute == expected, reason
+    if mode is None:
+        assert reason == "no forward context"
+
+
+def test_devices_setting():
+    configure(devices=("cuda",))
+    assert decide(request(), GRAPH) == (False, "device cpu not enabled")
+
+
+def test_counters_by_site_and_reason():
+    decide(request(), GRAPH)
+    decide(request(), GRAPH)
+    decide(request(), lambda: "NONE")
+    assert dispatch.counters() == {"site": {SUBSTITUTED: 2, "eager step (eager path disabled)": 1}}
+    assert "site: 3 calls (substituted: 2, eager step (eager path disabled): 1)" == dispatch.report()
+
+
+def test_settings_from_environment(monkeypatch):
+    monkeypatch.setenv("MOE_ROUTING_GROUPED", "1")
+    monkeypatch.setenv("MOE_ROUTING_EAGER", "1")
+    monkeypatch.setenv("MOE_ROUTING_DEVICES", "cuda, cpu")
+    s = dispatch.Settings.from_environment()
+    assert s.grouped and s.eager and s.devices == ("cuda", "cpu")
