@@ -19,16 +19,18 @@ vLLM and which were not. Read the gate's counters with ``moe_routing.dispatch.re
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import inspect
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-from ..dispatch import RoutingRequest, decide
+from ..dispatch import RoutingRequest, decide, report
 from ..op import route
 
 logger = logging.getLogger("moe_routing.vllm")
@@ -212,7 +214,10 @@ def register() -> dict[str, str]:
         _status[site.name] = f"patched ({site.module}, {places} module(s))"
     for site_name, status in _status.items():
         logger.info("moe-routing vLLM plugin: %s: %s", site_name, status)
-    return dict(_status)
+    if os.environ.get("MOE_ROUTING_REPORT") == "1" and not _status.get("_report"):
+        _status["_report"] = "at exit"
+        atexit.register(lambda: logger.warning("moe-routing vLLM plugin, pid %d: %s", os.getpid(), report()))
+    return {k: v for k, v in _status.items() if not k.startswith("_")}
 
 
 def unregister() -> None:
@@ -235,4 +240,4 @@ def unregister() -> None:
 
 def sites() -> dict[str, str]:
     """The version guard: which routing sites this vLLM has and whether they are patched."""
-    return dict(_status)
+    return {k: v for k, v in _status.items() if not k.startswith("_")}
