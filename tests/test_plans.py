@@ -7,7 +7,7 @@ tests force the plan of every token class onto small batches.
 import pytest
 import torch
 
-from conftest import DEVICE, ON_GPU, assert_fully_written, poisoned_out, random_bias, random_logits
+from conftest import ON_GPU, assert_fully_written, poisoned_out, random_bias, random_logits
 from moe_routing.call import check_call
 from moe_routing.kernels import all_plans, launch, token_class
 from moe_routing.measure.verify import verify

@@ -7,7 +7,6 @@ import statistics
 
 import torch
 import triton
-import triton.language as tl
 
 import moe_routing
 from moe_routing.measure.bench import Shape, host_time_us, make_inputs

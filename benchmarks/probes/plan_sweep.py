@@ -8,7 +8,6 @@ import json
 import statistics
 from pathlib import Path
 
-import torch
 
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch

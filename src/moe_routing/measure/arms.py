@@ -17,7 +17,7 @@ import triton.language as tl
 
 from .. import reference
 from ..op import route
-from .bench import Inputs, Shape
+from .bench import Inputs
 from .verify import verify
 
 
@@ -111,16 +111,16 @@ def arm_torch_max(inputs: Inputs):
 
 def arm_vllm_grouped_topk(inputs: Inputs):
     """vLLM's CUDA grouped top-k (TensorRT-LLM noaux_tc lineage), when vLLM is importable."""
-    from vllm import _custom_ops as ops  # noqa: F401  (registers torch.ops._moe_C)
+    from vllm import _custom_ops as ops
 
     shape = inputs.shape
     if shape.scoring != "sigmoid" or not shape.bias:
         return None
-    op = torch.ops._moe_C.grouped_topk
     bias = inputs.bias.to(inputs.logits[0].dtype)
 
-    def call(i):
-        return op(inputs.logits[i], shape.groups, shape.topk_group, shape.topk, True, shape.scale, bias, 1)
+    def call(i):  # as vLLM 0.33's fused_grouped_topk calls it: raw logits, scoring_func=1 (sigmoid)
+        return ops.grouped_topk(inputs.logits[i], shape.groups, shape.topk_group, shape.topk, True, shape.scale,
+                                bias, 1)
 
     return call
 
