@@ -10,7 +10,7 @@ import importlib
 import pytest
 import torch
 
-vllm = pytest.importorskip("vllm")
+pytest.importorskip("vllm.forward_context")  # the real vLLM, not a folder named vllm
 
 from moe_routing import dispatch, reference  # noqa: E402
 from moe_routing.integrations import vllm as plugin  # noqa: E402
