@@ -97,10 +97,8 @@ def route(
             logits, bias, weights, ids, call.topk, call.softmax, call.num_groups, call.topk_group,
             call.renormalize, call.scale,
         )
-    elif logits.is_cuda:
-        (_kernels or _kernel_module()).launch(call, logits, bias, weights, ids)
     else:
-        _route_on_cpu(call, logits, bias, weights, ids)
+        _run(call, logits, bias, weights, ids)
     return weights, ids
 
 
@@ -121,10 +119,11 @@ def biased_grouped_topk(
     )
 
 
-def _route_on_cpu(call: RoutingCall, logits, bias, weights, ids) -> None:
-    """CPU tensors: the Triton interpreter when Triton was imported for it, else the reference."""
+def _run(call: RoutingCall, logits, bias, weights, ids) -> None:
+    """Run a validated call into ``weights``/``ids``: the kernels on GPU tensors; on CPU tensors the
+    Triton interpreter when Triton was imported for it, else the reference."""
     kernels = _kernels or _kernel_module()
-    if kernels.INTERPRETED:
+    if logits.is_cuda or kernels.INTERPRETED:
         kernels.launch(call, logits, bias, weights, ids)
     else:
         result = reference.evaluate(logits, bias, call)
@@ -148,12 +147,8 @@ def _route_into_op(
     """``route()`` as a custom op writing into caller buffers, for torch.compile graphs."""
     tokens, experts = gating_output.shape
     call = RoutingCall(tokens, experts, topk, softmax, num_groups, topk_group, renormalize, scale)
-    if not tokens:
-        return
-    if gating_output.is_cuda:
-        (_kernels or _kernel_module()).launch(call, gating_output, correction_bias, weights, ids)
-    else:
-        _route_on_cpu(call, gating_output, correction_bias, weights, ids)
+    if tokens:
+        _run(call, gating_output, correction_bias, weights, ids)
 
 
 @_route_into_op.register_fake

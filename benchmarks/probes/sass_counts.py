@@ -1,0 +1,78 @@
+"""Static instruction counts of the shipped kernels, compiled for sm_90 here (no GPU needed).
+
+Run: python benchmarks/probes/sass_counts.py    (prints instructions per thread and per logit by kind)
+Uses the ptxas and cuobjdump that Triton's wheel carries.
+"""
+
+import collections
+import subprocess
+import tempfile
+from pathlib import Path
+
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from moe_routing.call import check_call
+from moe_routing.kernels.launch import bitonic_plan, rounds_plan
+
+BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+RUNTIME = {"logits_ptr": "*bf16", "bias_ptr": "*fp32", "stride_l_row": "i32", "weights_ptr": "*fp32",
+           "ids_ptr": "*i32", "stride_w_row": "i32", "stride_w_col": "i32", "stride_i_row": "i32",
+           "stride_i_col": "i32", "num_rows": "i32", "scale": "fp32"}
+ALU = {"ISETP", "SEL", "FSEL", "LOP3", "SHF", "IMNMX", "VIMNMX", "FSETP", "PLOP3", "FMNMX", "IADD3", "PRMT", "LEA"}
+
+
+@triton.jit
+def _float64_max_min(x_ptr, y_ptr):
+    a = tl.load(x_ptr)
+    b = tl.load(x_ptr + 1)
+    tl.store(y_ptr, tl.maximum(a, b))
+    tl.store(y_ptr + 1, tl.minimum(a, b))
+
+
+def _sass(compiled) -> str:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        return subprocess.run([str(BIN / "cuobjdump"), "-sass", f.name], capture_output=True, text=True).stdout
+
+
+def float64_max_min():
+    """What a float64 max/min becomes on sm_90 (there is no DMNMX: a DSETP and selects)."""
+    compiled = triton.compile(ASTSource(_float64_max_min, {"x_ptr": "*fp64", "y_ptr": "*fp64"}, {}),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
+    ops = [line.split("*/", 1)[1].strip().split(" ")[0] for line in _sass(compiled).splitlines()
+           if "*/" in line and any(k in line for k in ("MNMX", "SETP", "SEL"))]
+    print("float64 max + min on sm_90:", ", ".join(ops))
+
+
+def count(plan, experts):
+    signature = {**RUNTIME, **{name: "constexpr" for name in plan.constexprs}}
+    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): [["tt.divisibility", 16]]}
+    compiled = triton.compile(ASTSource(plan.kernel, signature, plan.constexprs, attrs),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": plan.num_warps})
+    sass = _sass(compiled)
+    ops = collections.Counter()
+    for line in sass.splitlines():
+        line = line.strip()
+        if line.startswith("/*") and "*/" in line:
+            op = line.split("*/", 1)[1].strip().split(" ")[0].split(".")[0]
+            if op[:1].isalpha():
+                ops[op] += 1
+    total = sum(ops.values())
+    per_logit = plan.num_warps * 32 / (experts * plan.rows)
+    print(f"{plan.name:8s} E={experts} rows={plan.rows} warps={plan.num_warps} "
+          f"{plan.constexprs.get('LANES', '')!s:>2} lanes: {total} instructions per thread "
+          f"(static; loops counted once), ~{total * per_logit:.0f} per logit if unrolled, "
+          f"ALU ~{sum(v for k, v in ops.items() if k in ALU) * per_logit:.0f}, DSETP {ops['DSETP']}, SHFL {ops['SHFL']}")
+
+
+if __name__ == "__main__":
+    import torch
+
+    call = check_call(torch.zeros(1, 256), 8, "sigmoid", torch.zeros(256), 1, 1, True, 1.0, None)
+    count(rounds_plan(call, 0, 1, 1), 256)  # v1 at decode: one row on one warp, no loop
+    count(bitonic_plan(call, 16, 1, 1), 256)
+    float64_max_min()
