@@ -1,57 +1,84 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
-Run: python benchmarks/probes/plan_sweep.py --out DIR      (writes plan_sweep.json, prints one line per plan)
+Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium]
+     (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
+
+Every sigmoid shape is also timed with its bias shifted by +8, which puts the window outside (-8, 8)
+and so forces the exact 64-bit keys (kernel v2's selection) on the rule's plan: v2 and v3 side by
+side in one run.
 """
 
 import argparse
 import json
 import statistics
+import time
 from pathlib import Path
-
 
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
 from moe_routing.kernels.launch import bitonic_plan, rounds_plan, token_class
 from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
 
+GRID = {  # (lanes, rows, warps, group) per token class
+    0: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 1, 1, 1), (32, 1, 2, 1), (16, 1, 1, 2), (8, 1, 1, 2)],
+    1: [(8, 8, 2, 4), (4, 8, 1, 4), (4, 8, 1, 1), (2, 16, 1, 4), (8, 4, 1, 4), (4, 16, 2, 4), (4, 8, 1, 2)],
+    3: [(1, 256, 8, 4), (1, 64, 2, 4), (1, 32, 1, 4), (4, 8, 1, 4), (2, 16, 1, 4), (4, 16, 2, 4), (2, 32, 2, 4),
+        (8, 8, 2, 4), (4, 8, 1, 2)],
+}
+GRID[2] = GRID[1]
+MEDIUM_GRID = [(16, 1, 1, 1), (8, 2, 1, 1), (4, 4, 1, 4), (4, 8, 1, 4), (8, 4, 1, 4), (16, 2, 2, 1)]
 
-def candidates(call):
+
+def candidates(call, medium=False):
     yield "rule", choose_plan(call)
     tc = token_class(call.tokens)
+    if medium:
+        for lanes, rows, warps, group in MEDIUM_GRID:
+            yield f"bitonic L{lanes} R{rows} W{warps} G{group}", bitonic_plan(call, lanes, rows, warps, group)
+        return
     if call.grouped or call.softmax:
         for rows, warps in ((1, 1), (1, 2), (2, 2), (4, 4), (8, 4), (8, 8)):
             yield f"rounds rows={rows} warps={warps}", rounds_plan(call, tc, rows, warps)
         return
-    grid = {0: [(16, 1, 1), (8, 1, 1), (32, 1, 1), (16, 2, 1), (16, 1, 2), (8, 4, 1)],
-            1: [(16, 8, 4), (8, 16, 4), (4, 32, 4), (16, 4, 2), (8, 8, 2)],
-            2: [(16, 8, 4), (8, 16, 4), (4, 32, 4), (16, 4, 2), (8, 8, 2)],
-            3: [(2, 64, 4), (1, 128, 4), (2, 32, 2), (1, 64, 2), (2, 128, 8), (4, 32, 4), (1, 256, 8)]}[tc]
-    for lanes, rows, warps in grid:
-        yield f"bitonic lanes={lanes} rows={rows} warps={warps}", bitonic_plan(call, lanes, rows, warps)
-    yield "rounds (rule tile)", rounds_plan(call, tc)
+    for lanes, rows, warps, group in GRID[tc]:
+        yield f"bitonic L{lanes} R{rows} W{warps} G{group}", bitonic_plan(call, lanes, rows, warps, group)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
+    ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--medium", action="store_true", help="token counts 512-4096: the medium class's tiles")
     args = ap.parse_args()
+    started = time.time()
     results = []
-    shapes = [Shape(e, k, t) for e, k in ((256, 8), (384, 8), (64, 6)) for t in (1, 128, 8192, 65536)]
-    shapes += [Shape(256, 8, t, 8, 4) for t in (1, 65536)]
+    shapes = [Shape(e, k, t) for e, k in ((256, 8), (384, 8)) for t in (65536, 8192, 1)]
+    shapes += [Shape(64, 6, t) for t in (65536, 8192, 1)] + [Shape(512, 8, 65536), Shape(128, 8, 65536)]
+    if args.medium:
+        shapes = [Shape(e, k, t) for e, k in ((256, 8), (384, 8), (64, 6)) for t in (512, 1024, 2048, 4095)]
     for shape in shapes:
+        if time.time() - started > args.budget_s:
+            print("budget spent; stopping", flush=True)
+            break
         inputs = make_inputs(shape)
         call = check_call(inputs.logits[0], shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group,
                           True, shape.scale, None)
-        for name, plan in candidates(call):
-            def run(i, plan=plan):
-                launch(call, inputs.logits[i], inputs.bias, inputs.weights, inputs.ids, plan=plan)
+        arms = [(name, plan, inputs.bias) for name, plan in candidates(call, args.medium)]
+        if not args.medium and not call.grouped and not call.softmax and inputs.bias is not None:
+            arms.append(("rule, exact keys (bias + 8)", choose_plan(call), inputs.bias + 8.0))
+        for name, plan, bias in arms:
+            def run(i, plan=plan, bias=bias):
+                launch(call, inputs.logits[i], bias, inputs.weights, inputs.ids, plan=plan)
             try:
-                med = statistics.median(graph_time_us(run, len(inputs.logits), 50, 10))
+                times = graph_time_us(run, len(inputs.logits), 50, 10)
             except Exception as error:  # a tile that does not compile is recorded, not fatal
                 print(f"{shape.label} T={shape.tokens} {name}: FAILED {type(error).__name__} {str(error)[:120]}")
                 continue
-            results.append(dict(label=shape.label, tokens=shape.tokens, plan=name, median_us=med))
-            print(f"{shape.label:>20} T={shape.tokens:<6} {name:40s} {med:8.2f} us", flush=True)
+            med = statistics.median(times)
+            results.append(dict(label=shape.label, tokens=shape.tokens, plan=name, median_us=med,
+                                min_us=min(times), max_us=max(times)))
+            print(f"{shape.label:>20} T={shape.tokens:<6} {name:34s} {med:8.2f} us  [{min(times):.2f}-{max(times):.2f}]",
+                  flush=True)
         Path(args.out, "plan_sweep.json").write_text(json.dumps(results, indent=1))
 
 

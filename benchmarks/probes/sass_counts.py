@@ -2,10 +2,16 @@
 
 Run: python benchmarks/probes/sass_counts.py    (prints instructions per thread and per logit by kind)
 Uses the ptxas and cuobjdump that Triton's wheel carries.
+
+Per-logit counts of the bitonic kernel's key paths come from a copy of kernels/_bitonic.py with the
+streaming loop unrolled and one path forced (``path_variant``), so that every instruction a lane
+executes for one row appears once in the binary.
 """
 
 import collections
+import importlib.util
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,7 +27,8 @@ BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 RUNTIME = {"logits_ptr": "*bf16", "bias_ptr": "*fp32", "stride_l_row": "i32", "weights_ptr": "*fp32",
            "ids_ptr": "*i32", "stride_w_row": "i32", "stride_w_col": "i32", "stride_i_row": "i32",
            "stride_i_col": "i32", "num_rows": "i32", "scale": "fp32"}
-ALU = {"ISETP", "SEL", "FSEL", "LOP3", "SHF", "IMNMX", "VIMNMX", "FSETP", "PLOP3", "FMNMX", "IADD3", "PRMT", "LEA"}
+ALU = {"ISETP", "SEL", "FSEL", "LOP3", "SHF", "IMNMX", "VIMNMX", "VIMNMX3", "FSETP", "PLOP3", "FMNMX", "IADD3",
+       "PRMT", "LEA"}
 
 
 @triton.jit
@@ -46,6 +53,24 @@ def float64_max_min():
     ops = [line.split("*/", 1)[1].strip().split(" ")[0] for line in _sass(compiled).splitlines()
            if "*/" in line and any(k in line for k in ("MNMX", "SETP", "SEL"))]
     print("float64 max + min on sm_90:", ", ".join(ops))
+
+
+def path_variant(path: str):
+    """A copy of the bitonic kernel module, loop unrolled, running only ``path``: "window" or "exact"."""
+    from moe_routing.kernels import _bitonic
+
+    source = Path(_bitonic.__file__).read_text().replace("from ._common import",
+                                                          "from moe_routing.kernels._common import")
+    source = source.replace("for step in range(1, STEPS):", "for step in tl.static_range(1, STEPS):")
+    source = source.replace("        if usable:", "        if True:" if path == "window" else "        if False:")
+    source = source.replace("if tl.max(floored.to(tl.int32), axis=0) > 0:", "if False:")
+    folder = Path(tempfile.mkdtemp())
+    (folder / f"bitonic_{path}.py").write_text(source)
+    spec = importlib.util.spec_from_file_location(f"bitonic_{path}", folder / f"bitonic_{path}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # triton.jit reads the source through inspect
+    spec.loader.exec_module(module)
+    return module.bitonic_kernel
 
 
 def count(plan, experts):
@@ -75,4 +100,9 @@ if __name__ == "__main__":
     call = check_call(torch.zeros(1, 256), 8, "sigmoid", torch.zeros(256), 1, 1, True, 1.0, None)
     count(rounds_plan(call, 0, 1, 1), 256)  # v1 at decode: one row on one warp, no loop
     count(bitonic_plan(call, 16, 1, 1), 256)
+    # per logit at T = 65536 (a lane per row): v2's exact keys, v3's window keys without / with the run filter
+    exact, window = path_variant("exact"), path_variant("window")
+    for name, kernel, group in (("exact", exact, 1), ("window", window, 1), ("window", window, 4)):
+        print(f"{name} keys, runs of {group}:", end=" ")
+        count(bitonic_plan(call, 1, 256, 8, group)._replace(kernel=kernel), 256)
     float64_max_min()

@@ -1,16 +1,34 @@
 """The streaming bitonic routing kernel: sigmoid scoring (with or without bias), flat path; the kernel only.
 
-Selection without K sequential full-row reductions. Every expert gets one exact 64-bit key, the
-order-preserving bits of its float32 choice value ``c`` above 20 bits of inverted position (so ties
-go to the lower index), held as a float64: keys of this form are non-negative denormals, so float64
-comparisons order them exactly like the integers and run on the FP64 pipe instead of the emulated
-64-bit integer path. ``LANES`` lanes share a row; each lane streams chunks of ``CHUNK`` experts,
-sorts a chunk with a bitonic network and keeps the top ``CHUNK`` of (running list, chunk) with one
-max and one bitonic merge; the lanes' lists then merge into the row's top ``CHUNK``. Weights come
-from re-reading the K chosen logits (cache hits) and the same sigmoid as the keys used.
+Selection without K sequential full-row reductions. Every expert gets one key that orders experts
+as the semantics do (larger choice value ``c`` first, ties to the lower index, invalid experts after
+valid ones, padding last); ``LANES`` lanes share a row; each lane streams its experts, keeps its top
+``CHUNK`` keys with a bitonic merge per step, and the lanes' lists merge into the row's top ``CHUNK``.
 
-Keys, best first: valid experts by ``c``; then invalid experts (non-finite logit or bias) by index;
-padding positions past the last expert last. ``CHUNK >= TOPK``, a power of two.
+Two key encodings. Which one a row gets depends only on the bias and on that row, never on the
+batch or the tile, so results stay batch-invariant:
+
+* **window keys** (32 bits, ``E <= 512``). Every ``c`` is at most ``top = max b + 1``. The window
+  ``[L, top]``, ``L = max(min b, top - width)``, is quantised with one FMA into 2**23 - 32 steps above
+  9 bits of inverted index; ``width`` is 2 while the window lies inside (-4, 4) (steps of 2.4e-7) and
+  1 inside (-8, 8) (1.2e-7), so a step is never coarser than one float32 ulp at the window's top and
+  stays far enough below the 1e-6 decision margin of docs/semantics.md. The quantisation is monotone:
+  it can only reorder choice values closer than one step (near ties), and equal values stay in index
+  order. Values below ``L`` and invalid experts share the floor; a row whose K-th pick is on the floor
+  (fewer than K valid experts in the window: garbage rows, NaN logits) is redone with exact keys.
+  Compares are single 32-bit min/max instructions.
+* **exact keys** (64 bits: ``E > 512``, a non-finite bias entry, a window outside (-8, 8), and the
+  redone rows): the order-preserving bits of float32 ``c`` above 20 bits of inverted index, held as a
+  float64 (non-negative denormals: float64 compares order them like the integers, on the FP64 pipe
+  instead of emulated 64-bit integer compares). They stream without the run filter (``GROUP = 1``):
+  their wider keys would otherwise raise the register count, and with it lower the occupancy, of
+  the whole kernel.
+
+``GROUP > 1`` adds a filter for long rows: a lane keeps only the best key of each run of ``GROUP``
+consecutive experts (one max per expert) and streams those; the row's top ``CHUNK`` runs hold its top
+``CHUNK`` experts (an expert outside them is beaten by the best keys of ``CHUNK`` other runs, i.e. by
+``CHUNK`` experts), so their ``CHUNK * GROUP`` experts are re-read (cache hits) and selected exactly.
+Weights come from re-reading the K chosen logits and the sigmoid of ``_common``.
 """
 
 import triton
@@ -18,34 +36,169 @@ import triton.language as tl
 
 from ._common import finish_weights, sigmoid_scores
 
+# exact keys
 POSITION_BITS = tl.constexpr(20)
 POSITION_MASK = tl.constexpr((1 << 20) - 1)
 ORDER_INVALID = tl.constexpr(1)  # ordered value of an invalid expert; padding gets 0; valid ones >= 0x00800000
+# window keys: y = 2**23 + q holds the integer q in its low 23 bits; key = q << 9 | (511 - expert)
+WINDOW_EXPERTS = tl.constexpr(512)
+INDEX_BITS = tl.constexpr(9)
+INDEX_MASK = tl.constexpr(511)
+Q_FLOOR = tl.constexpr(8388612.0)  # 2**23 + 4: below the window, and invalid experts (q = 4); padding has key 0
+Q_BASE = tl.constexpr(8388616.0)  # 2**23 + 8: the bottom of the window (q = 8)
+Q_SPAN = tl.constexpr(8388576.0)  # 2**23 - 32 steps across the window: q stays below 2**23 - 16
+Q_VALID = tl.constexpr(8)
+MINUS_LOG2E = tl.constexpr(-1.4426950408889634)
+INTERPRETED = tl.constexpr(triton.knobs.runtime.interpret)
 
 
 @triton.jit
-def _chunk_keys(row_base, bias_ptr, row_ok, lane, member, step, NUM_EXPERTS: tl.constexpr, LANES: tl.constexpr,
-                CHUNK: tl.constexpr):
-    """Load one chunk per (row, lane), score it, return its keys sorted descending: [ROWS, LANES, CHUNK]."""
-    expert = (step * LANES + lane)[:, None] * CHUNK + member[None, :]
-    exists = expert < NUM_EXPERTS
-    x = tl.load(row_base + expert[None, :, :], mask=row_ok[:, None, None] & exists[None], other=0.0)
-    x = x.to(tl.float32)
-    valid = (tl.abs(x) < float("inf")) & exists[None]
-    scores = sigmoid_scores(x, valid)
-    if bias_ptr is not None:
-        bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)
-        valid = valid & (tl.abs(bias) < float("inf"))[None]
-        choice = scores + bias[None]
+def _window_sigmoid(x):
+    """1 / (1 + 2^(-x log2 e)) with the bare MUFU approximations (flush-to-zero), for window keys only.
+
+    In the normal range this is the same arithmetic as ``sigmoid_scores`` (ex2 and reciprocal
+    approximations) without its denormal fix-ups, which cost three ALU instructions per expert; it
+    differs only where the score is below 1e-37, far inside one quantisation step.
+    """
+    if INTERPRETED:
+        return 1.0 / (1.0 + tl.exp(-x))
     else:
-        choice = scores
-    # order-preserving unsigned bits of c (negative floats flipped whole, positive ones get the sign bit)
-    bits = choice.to(tl.uint32, bitcast=True)
-    ordered = bits ^ tl.where((bits >> 31) != 0, 0xFFFFFFFF, 0x80000000).to(tl.uint32)
-    ordered = tl.where(valid, ordered, ORDER_INVALID).to(tl.uint32)
-    ordered = tl.where(exists[None], ordered, 0).to(tl.uint32)
-    packed = (ordered.to(tl.uint64) << POSITION_BITS) | (-expert[None] + POSITION_MASK).to(tl.uint64)
-    return tl.topk(packed.to(tl.float64, bitcast=True), CHUNK, dim=2)
+        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [x * MINUS_LOG2E], dtype=tl.float32,
+                                      is_pure=True, pack=1)
+        return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [1.0 + e], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+
+
+@triton.jit
+def _keys(x, bias, expert, exists, lo, scale, WINDOW: tl.constexpr, PADDED: tl.constexpr):
+    """Keys of experts ``expert`` (any shape) from their raw logits ``x`` and bias (None without)."""
+    x = x.to(tl.float32)
+    if WINDOW:
+        # an invalid logit gives NaN (x * 0 is 0 or NaN) and lands on the floor with the values below
+        # the window; window keys are used only when every bias entry is finite
+        choice = _window_sigmoid(x)
+        if bias is not None:
+            choice = choice + bias
+        y = tl.fma(tl.fma(x, 0.0, choice - lo), scale, Q_BASE)
+        y = tl.where(y > Q_FLOOR, y, Q_FLOOR)  # one max (NaN -> floor)
+        key = (y.to(tl.uint32, bitcast=True) << INDEX_BITS) | (expert ^ INDEX_MASK).to(tl.uint32)
+        if PADDED:
+            key = tl.where(exists, key, 0).to(tl.uint32)
+        return key
+    else:
+        valid = tl.abs(x) < float("inf")
+        scores = sigmoid_scores(x, valid)
+        if bias is not None:
+            valid = valid & (tl.abs(bias) < float("inf"))
+            choice = scores + bias
+        else:
+            choice = scores
+        # order-preserving unsigned bits of c (negative floats flipped whole, positive ones get the sign bit)
+        bits = choice.to(tl.uint32, bitcast=True)
+        ordered = bits ^ tl.where((bits >> 31) != 0, 0xFFFFFFFF, 0x80000000).to(tl.uint32)
+        ordered = tl.where(valid, ordered, ORDER_INVALID).to(tl.uint32)
+        if PADDED:
+            ordered = tl.where(exists, ordered, 0).to(tl.uint32)
+        packed = (ordered.to(tl.uint64) << POSITION_BITS) | (-expert + POSITION_MASK).to(tl.uint64)
+        return packed.to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def _key_expert(key, WINDOW: tl.constexpr):
+    """The expert index a key encodes, and whether that expert is valid."""
+    if WINDOW:
+        expert = (key & INDEX_MASK).to(tl.int32) ^ INDEX_MASK
+        valid = (key >> INDEX_BITS) >= Q_VALID
+    else:
+        bits = key.to(tl.uint64, bitcast=True)
+        expert = -(bits & POSITION_MASK).to(tl.int32) + POSITION_MASK
+        valid = (bits >> POSITION_BITS) > ORDER_INVALID
+    return expert, valid
+
+
+@triton.jit
+def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, lo, scale, NUM_EXPERTS: tl.constexpr,
+               LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr, WINDOW: tl.constexpr):
+    """One step of a lane: CHUNK runs of GROUP experts -> their best keys, sorted descending [ROWS, LANES, CHUNK]."""
+    PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
+    run = (step * LANES + lane)[:, None] * CHUNK + member[None, :]  # [LANES, CHUNK]
+    expert = run[:, :, None] * GROUP + within[None, None, :]  # [LANES, CHUNK, GROUP]
+    exists = expert < NUM_EXPERTS
+    if PADDED:
+        x = tl.load(row_base + expert[None], mask=row_ok[:, None, None, None] & exists[None], other=0.0)
+    else:
+        x = tl.load(row_base + expert[None], mask=row_ok[:, None, None, None], other=0.0)
+    bias = None
+    if bias_ptr is not None:
+        if PADDED:
+            bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
+        else:
+            bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
+    keys = _keys(x, bias, expert[None], exists[None], lo, scale, WINDOW, PADDED)
+    if GROUP > 1:
+        keys = tl.max(keys, axis=3)
+    else:
+        keys = tl.reshape(keys, keys.shape[:3])
+    return tl.topk(keys, CHUNK, dim=2)
+
+
+@triton.jit
+def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, lo, scale, NUM_EXPERTS: tl.constexpr,
+            TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
+            WINDOW: tl.constexpr):
+    """The row's top CHUNK experts, best first: expert [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and
+    (window keys) whether one of the first TOPK picks is on the floor [ROWS]."""
+    STEPS: tl.constexpr = (NUM_EXPERTS + LANES * CHUNK * GROUP - 1) // (LANES * CHUNK * GROUP)
+    lane = tl.arange(0, LANES)
+    member = tl.arange(0, CHUNK)
+    within = tl.arange(0, GROUP)
+    row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
+
+    best = _step_keys(row_base, bias_ptr, row_ok, lane, member, within, 0, lo, scale, NUM_EXPERTS, LANES, CHUNK,
+                      GROUP, WINDOW)
+    for step in range(1, STEPS):
+        # ascending running list against a descending chunk: their elementwise max is a bitonic
+        # sequence holding the top CHUNK of both
+        best = tl.maximum(tl.bitonic_merge(best),
+                          _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, lo, scale,
+                                     NUM_EXPERTS, LANES, CHUNK, GROUP, WINDOW))
+    best = tl.topk(tl.reshape(best, (ROWS, LANES * CHUNK)), CHUNK, dim=1)  # merge the lanes of each row
+    expert, valid = _key_expert(best, WINDOW)
+    if GROUP > 1:
+        # the experts of the top CHUNK runs, selected exactly
+        first = (expert // GROUP) * GROUP
+        candidate = first[:, :, None] + tl.arange(0, GROUP)[None, None, :]  # [ROWS, CHUNK, GROUP]
+        exists = candidate < NUM_EXPERTS
+        x = tl.load(logits_ptr + rows64[:, None, None] * stride_l_row + candidate,
+                    mask=row_ok[:, None, None] & exists, other=0.0)
+        bias = None
+        if bias_ptr is not None:
+            bias = tl.load(bias_ptr + candidate, mask=exists, other=0.0).to(tl.float32)
+        keys = _keys(x, bias, candidate, exists, lo, scale, WINDOW, NUM_EXPERTS % GROUP != 0)
+        best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
+        expert, valid = _key_expert(best, WINDOW)
+    floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
+    return expert, valid, floored
+
+
+@triton.jit
+def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
+    """(L, steps per unit of c, usable): the quantisation window from the bias (module docstring)."""
+    if bias_ptr is None:
+        lo = 0.0
+        hi = 0.0
+        finite = True
+    else:
+        e = tl.arange(0, BLOCK_EXPERTS)
+        b = tl.load(bias_ptr + e, mask=e < NUM_EXPERTS, other=0.0).to(tl.float32)
+        lo = tl.min(b, axis=0)
+        hi = tl.max(b, axis=0)
+        finite = tl.max((tl.abs(b) == float("inf")) | (b != b), axis=0) == 0
+    top = hi + 1.0
+    width = tl.where((tl.abs(top) < 4.0) & (top > -2.0), 2.0, 1.0)
+    lowest = tl.maximum(lo, top - width)
+    usable = finite & (tl.abs(top) < 8.0) & (lowest > -8.0)
+    return lowest, Q_SPAN / (top - lowest), usable
 
 
 @triton.jit(do_not_specialize=["num_rows", "stride_w_row", "stride_w_col", "stride_i_row", "stride_i_col"],
@@ -69,42 +222,42 @@ def bitonic_kernel(
     TOPK: tl.constexpr,
     RENORMALIZE: tl.constexpr,
     NUM_EXPERTS: tl.constexpr,
+    BLOCK_EXPERTS: tl.constexpr,  # next power of two
     # tunable parameters
     ROWS: tl.constexpr,
     LANES: tl.constexpr,
     CHUNK: tl.constexpr,
     LOG2_CHUNK: tl.constexpr,
+    GROUP: tl.constexpr,
 ):
-    STEPS: tl.constexpr = (NUM_EXPERTS + LANES * CHUNK - 1) // (LANES * CHUNK)
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
-    lane = tl.arange(0, LANES)
-    member = tl.arange(0, CHUNK)
-    row_base = logits_ptr + rows.to(tl.int64)[:, None, None] * stride_l_row
+    rows64 = rows.to(tl.int64)
 
-    # load + score + select, one chunk per lane at a time: keep each lane's top CHUNK keys
-    best = _chunk_keys(row_base, bias_ptr, row_ok, lane, member, 0, NUM_EXPERTS, LANES, CHUNK)
-    for step in range(1, STEPS):
-        # ascending running list against a descending chunk: their elementwise max is a bitonic
-        # sequence holding the top CHUNK of both
-        best = tl.maximum(tl.bitonic_merge(best),
-                          _chunk_keys(row_base, bias_ptr, row_ok, lane, member, step, NUM_EXPERTS, LANES, CHUNK))
-    # merge the lanes of each row: the row's top CHUNK, sorted descending
-    best = tl.topk(tl.reshape(best, (ROWS, LANES * CHUNK)), CHUNK, dim=1)
-
-    # decode: expert ids; validity from the ordered value
-    bits = best.to(tl.uint64, bitcast=True)
-    expert = (-(bits & POSITION_MASK).to(tl.int32) + POSITION_MASK)
-    valid = (bits >> POSITION_BITS) > ORDER_INVALID
+    if NUM_EXPERTS <= WINDOW_EXPERTS:
+        lowest, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
+        if usable:
+            expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, lowest, steps,
+                                             NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, True)
+            if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
+                exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
+                                                NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, 1, False)
+                expert = tl.where(floored[:, None], exact, expert)
+                valid = tl.where(floored[:, None], exact_valid, valid)
+        else:
+            expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
+                                       NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, 1, False)
+    else:
+        expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
+                                   NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, 1, False)
 
     # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
     slot = tl.arange(0, CHUNK)
     out_mask = row_ok[:, None] & (slot < TOPK)[None, :]
-    rows64 = rows.to(tl.int64)[:, None]
-    x = tl.load(logits_ptr + rows64 * stride_l_row + expert, mask=out_mask & valid, other=0.0).to(tl.float32)
-    chosen = tl.where(out_mask, sigmoid_scores(x, valid), 0.0)
+    x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=out_mask & valid, other=0.0)
+    chosen = tl.where(out_mask, sigmoid_scores(x.to(tl.float32), valid), 0.0)
     weights = finish_weights(chosen, slot, TOPK, RENORMALIZE, ROWS, CHUNK, LOG2_CHUNK, scale)
 
     # store
-    tl.store(weights_ptr + rows64 * stride_w_row + slot[None, :] * stride_w_col, weights, mask=out_mask)
-    tl.store(ids_ptr + rows64 * stride_i_row + slot[None, :] * stride_i_col, expert, mask=out_mask)
+    tl.store(weights_ptr + rows64[:, None] * stride_w_row + slot[None, :] * stride_w_col, weights, mask=out_mask)
+    tl.store(ids_ptr + rows64[:, None] * stride_i_row + slot[None, :] * stride_i_col, expert, mask=out_mask)

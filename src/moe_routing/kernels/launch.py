@@ -26,12 +26,14 @@ from ._bitonic import bitonic_kernel
 from ._common import log2
 from ._rounds import rounds_kernel
 
-LATENCY, MEDIUM, LARGE, HUGE = range(4)  # token classes
+LATENCY, SMALL, MEDIUM, LARGE, HUGE = range(5)  # token classes
 
 
 def token_class(tokens: int) -> int:
-    """Token counts that every rule treats alike: <= 256, < 4096, < 16384, more."""
-    return LATENCY if tokens <= 256 else MEDIUM if tokens < 4096 else LARGE if tokens < 16384 else HUGE
+    """Token counts that every rule treats alike: <= 256, < 2048, < 4096, < 16384, more."""
+    if tokens <= 256:
+        return LATENCY
+    return SMALL if tokens < 2048 else MEDIUM if tokens < 4096 else LARGE if tokens < 16384 else HUGE
 
 
 class Plan(NamedTuple):
@@ -67,30 +69,36 @@ def bitonic_supported(call: RoutingCall) -> bool:
     return not call.softmax and not call.grouped and call.topk <= 16 and call.experts >= 32
 
 
-def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int) -> Plan:
+def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1) -> Plan:
     chunk = max(8, triton.next_power_of_2(call.topk))
     constexprs = dict(TOPK=call.topk, RENORMALIZE=call.renormalize, NUM_EXPERTS=call.experts,
-                      ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk))
+                      BLOCK_EXPERTS=triton.next_power_of_2(call.experts),
+                      ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
 def choose_plan(call: RoutingCall, tclass: int | None = None) -> Plan:
     """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly).
 
-    Tiles from benchmarks/NOTES.md (v2, plan sweep on the H200).
+    Tiles from benchmarks/NOTES.md (v3, plan sweeps of session 5 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
-    if bitonic_supported(call):
-        chunks = triton.cdiv(call.experts, max(8, triton.next_power_of_2(call.topk)))
+    if bitonic_supported(call):  # every token class, so that a row's result never depends on T
+        chunks = triton.next_power_of_2(triton.cdiv(call.experts, max(8, triton.next_power_of_2(call.topk))))
+        long_rows = call.experts >= 128
         if tclass == LATENCY:  # one row per program, lanes sharing it: shortest dependency chain
-            return bitonic_plan(call, min(16, triton.next_power_of_2(chunks)), 1, 2 if call.experts > 256 else 1)
-        if call.experts >= 128:
-            if tclass in (MEDIUM, LARGE):
-                return bitonic_plan(call, 8, 8, 2)
-            return bitonic_plan(call, 1, 256, 8)  # HUGE: a lane per row, long streams, full occupancy
-        if tclass == HUGE:
-            return bitonic_plan(call, 1, 128, 4)
+            return bitonic_plan(call, min(16, chunks), 1, 2 if call.experts > 256 else 1)
+        if tclass == SMALL:  # still too few rows to fill the GPU with several per program
+            return bitonic_plan(call, min(16, chunks), 1, 1) if long_rows else bitonic_plan(call, min(8, chunks), 2, 1)
+        if not long_rows:  # short rows: no run filter
+            return bitonic_plan(call, 1, 128, 4) if tclass == HUGE else bitonic_plan(call, min(4, chunks), 8, 1)
+        # long rows: runs of 4 experts filtered by their best key; several rows per warp
+        if tclass == MEDIUM:
+            return bitonic_plan(call, 4, 4, 1, 4)
+        if tclass == HUGE and call.experts <= 256:  # a lane per row, 32 rows on one warp
+            return bitonic_plan(call, 1, 32, 1, 4)
+        return bitonic_plan(call, 4, 8, 1, 4)
     if call.grouped and tclass == HUGE:
         return rounds_plan(call, tclass, 8, 8)
     return rounds_plan(call, tclass)
@@ -98,8 +106,8 @@ def choose_plan(call: RoutingCall, tclass: int | None = None) -> Plan:
 
 def all_plans(call: RoutingCall) -> dict[str, Plan]:
     """Every plan the rule can choose for this call's shape, by token class (for tests)."""
-    names = ("latency", "medium", "large", "huge")
-    return {names[t]: choose_plan(call, t) for t in (LATENCY, MEDIUM, LARGE, HUGE)}
+    names = ("latency", "small", "medium", "large", "huge")
+    return {names[t]: choose_plan(call, t) for t in (LATENCY, SMALL, MEDIUM, LARGE, HUGE)}
 
 
 class _DirectLaunch:

@@ -1,0 +1,96 @@
+"""The bitonic kernel's key encodings (kernels/_bitonic.py), on every plan the rules can choose.
+
+Window keys quantise the choice value inside a window set by the bias; a row with fewer than K valid
+experts inside it lands on the floor and is redone with exact keys; a non-finite bias entry, a window
+outside (-8, 8) or more than 512 experts take the exact keys for the whole call.
+"""
+
+import math
+
+import pytest
+import torch
+
+from conftest import DEVICE, assert_fully_written, poisoned_out
+from moe_routing.call import check_call
+from moe_routing.kernels import all_plans, launch
+from moe_routing.measure.verify import verify
+
+NAN = float("nan")
+
+
+def _route_every_plan(logits, topk, bias):
+    """(weights, ids) of every plan the rules can choose for this sigmoid call, checked against float64."""
+    call = check_call(logits, topk, "sigmoid", bias, 1, 1, True, 1.0, None)
+    results = []
+    for tclass, plan in all_plans(call).items():
+        assert plan.name == "bitonic", tclass
+        weights, ids = poisoned_out(logits.shape[0], topk)
+        launch(call, logits, bias, weights, ids, plan=plan)
+        assert_fully_written(weights, ids)
+        verdict = verify(weights, ids, logits, topk, correction_bias=bias)
+        assert verdict.ok, (tclass, verdict)
+        results.append((tclass, weights, ids.cpu().tolist()))
+    return results
+
+
+def test_rows_below_the_window_are_redone_exactly():
+    # bias spread 3: the window is [max b + 1 - 2, max b + 1] = [0.5, 2.5]; with logits of -20 every
+    # choice value is its bias (plus 2e-9), so experts whose bias is below 0.5 fall under the window
+    experts, topk = 64, 6
+    bias = torch.linspace(-1.5, 1.5, experts, device=DEVICE)
+    logits = torch.full((3, experts), -20.0, device=DEVICE)
+    logits[1, 40:] = NAN  # every valid expert under the window: the whole row on the floor
+    logits[2, 40:58] = NAN  # five valid experts in the window (58..62), the sixth pick from under it
+    logits[2, 63] = NAN
+    expected = [[63, 62, 61, 60, 59, 58], [39, 38, 37, 36, 35, 34], [62, 61, 60, 59, 58, 39]]
+    for tclass, _, ids in _route_every_plan(logits, topk, bias):
+        assert ids == expected, tclass
+
+
+def _close_pair(gap: float, shift: float = 0.0):
+    """Logits and bias under which experts 20 and 10 are chosen first, expert 20's choice value above
+    expert 10's by ``gap`` (representable: the values are 0.75 + shift and that plus gap)."""
+    experts = 64
+    bias = torch.full((experts,), shift)
+    bias[10] = 0.25 + shift
+    bias[20] = 0.25 + shift + gap
+    logits = torch.zeros(2, experts)  # sigmoid(0) = 0.5 exactly: c = 0.5 + b
+    return logits.to(DEVICE), bias.to(DEVICE)
+
+
+def _float32_ulp(value: float) -> float:
+    return 2.0 ** (math.floor(math.log2(abs(value))) - 23)
+
+
+WINDOW_STEP = 1.25 / (2**23 - 32)  # the window of _close_pair without shift: [min b, max b + 1] = [0, 1.25]
+
+
+def test_exact_keys_separate_values_one_ulp_apart():
+    logits, bias = _close_pair(_float32_ulp(0.75))
+    assert (0.5 + bias[20]).item() - (0.5 + bias[10]).item() == _float32_ulp(0.75)  # one float32 ulp apart
+    bias[63] = NAN  # a non-finite bias entry: exact keys for the whole call
+    for tclass, _, ids in _route_every_plan(logits, 2, bias):
+        assert ids == [[20, 10]] * 2, tclass
+
+
+def test_window_keys_order_values_three_steps_apart():
+    logits, bias = _close_pair(3 * WINDOW_STEP)
+    for tclass, _, ids in _route_every_plan(logits, 2, bias):
+        assert ids == [[20, 10]] * 2, tclass
+
+
+def test_window_keys_may_order_values_within_a_step_by_index():
+    # one ulp apart: a near tie (float64 gap 6e-8 < 1e-6), either order is right, and every plan
+    # answers the same (batch invariance)
+    logits, bias = _close_pair(_float32_ulp(0.75))
+    answers = {str(ids) for _, _, ids in _route_every_plan(logits, 2, bias)}
+    assert len(answers) == 1 and answers <= {str([[20, 10]] * 2), str([[10, 20]] * 2)}
+
+
+@pytest.mark.parametrize("shift", [8.0, -9.5])
+def test_windows_outside_the_range_take_exact_keys(shift):
+    # a window outside (-8, 8): exact keys, which separate one ulp where the window could not
+    logits, bias = _close_pair(_float32_ulp(0.75 + shift), shift)
+    assert (0.5 + bias[20]).item() - (0.5 + bias[10]).item() == _float32_ulp(0.75 + shift)
+    for tclass, _, ids in _route_every_plan(logits, 2, bias):
+        assert ids == [[20, 10]] * 2, tclass
