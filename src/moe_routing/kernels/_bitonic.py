@@ -31,6 +31,7 @@ consecutive experts (one max per expert) and streams those; the row's top ``CHUN
 Weights come from re-reading the K chosen logits and the sigmoid of ``_common``.
 """
 
+import torch
 import triton
 import triton.language as tl
 
@@ -49,7 +50,8 @@ Q_BASE = tl.constexpr(8388616.0)  # 2**23 + 8: the bottom of the window (q = 8)
 Q_SPAN = tl.constexpr(8388576.0)  # 2**23 - 32 steps across the window: q stays below 2**23 - 16
 Q_VALID = tl.constexpr(8)
 MINUS_LOG2E = tl.constexpr(-1.4426950408889634)
-INTERPRETED = tl.constexpr(triton.knobs.runtime.interpret)
+# PTX approximations on NVIDIA GPUs; the plain expression in the interpreter and on ROCm
+PTX_SIGMOID = tl.constexpr(not triton.knobs.runtime.interpret and torch.version.hip is None)
 
 
 @triton.jit
@@ -58,15 +60,16 @@ def _window_sigmoid(x):
 
     In the normal range this is the same arithmetic as ``sigmoid_scores`` (ex2 and reciprocal
     approximations) without its denormal fix-ups, which cost three ALU instructions per expert; it
-    differs only where the score is below 1e-37, far inside one quantisation step.
+    differs only where the score is below 1e-37, far inside one quantisation step. The interpreter and
+    ROCm get the plain expression.
     """
-    if INTERPRETED:
-        return 1.0 / (1.0 + tl.exp(-x))
-    else:
+    if PTX_SIGMOID:
         e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [x * MINUS_LOG2E], dtype=tl.float32,
                                       is_pure=True, pack=1)
         return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [1.0 + e], dtype=tl.float32,
                                          is_pure=True, pack=1)
+    else:
+        return 1.0 / (1.0 + tl.exp(-x))
 
 
 @triton.jit
@@ -198,7 +201,8 @@ def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
     width = tl.where((tl.abs(top) < 4.0) & (top > -2.0), 2.0, 1.0)
     lowest = tl.maximum(lo, top - width)
     usable = finite & (tl.abs(top) < 8.0) & (lowest > -8.0)
-    return lowest, Q_SPAN / (top - lowest), usable
+    steps = tl.full((), Q_SPAN, tl.float32) / (top - lowest)  # a tensor first: Triton 3.8 wraps constexpr / tensor
+    return lowest, steps, usable
 
 
 @triton.jit(do_not_specialize=["num_rows", "stride_w_row", "stride_w_col", "stride_i_row", "stride_i_col"],
