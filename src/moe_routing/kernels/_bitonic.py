@@ -11,8 +11,8 @@ batch or the tile, so results stay batch-invariant:
 * **window keys** (32 bits, ``E <= 512``). Every ``c`` is at most ``top = max b + 1``. The window
   ``[L, top]``, ``L = max(min b, top - width)``, is quantised with one FMA into 2**23 - 32 steps above
   9 bits of inverted index; ``width`` is 2 while the window lies inside (-4, 4) (steps of 2.4e-7) and
-  1 inside (-8, 8) (1.2e-7), so a step is never coarser than one float32 ulp at the window's top and
-  stays far enough below the 1e-6 decision margin of docs/semantics.md. The quantisation is monotone:
+  1 inside (-8, 8) (1.2e-7): one step plus float32's own rounding of ``c`` at those magnitudes stays
+  below the 1e-6 decision margin of docs/semantics.md. The quantisation is monotone:
   it can only reorder choice values closer than one step (near ties), and equal values stay in index
   order. Values below ``L`` and invalid experts share the floor; a row whose K-th pick is on the floor
   (fewer than K valid experts in the window: garbage rows, NaN logits) is redone with exact keys.
