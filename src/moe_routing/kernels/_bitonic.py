@@ -9,15 +9,16 @@ Two key encodings. Which one a row gets depends only on the bias and on that row
 batch or the tile, so results stay batch-invariant:
 
 * **window keys** (32 bits, ``E <= 512``). Every ``c`` is at most ``top = max b + 1``. The window
-  ``[L, top]``, ``L = max(min b, top - width)``, is quantised with one FMA into 2**23 - 32 steps above
-  9 bits of inverted index; ``width`` is 2 while the window lies inside (-4, 4) (steps of 2.4e-7) and
-  1 inside (-8, 8) (1.2e-7): one step plus float32's own rounding of ``c`` at those magnitudes stays
-  below the 1e-6 decision margin of docs/semantics.md. The quantisation is monotone:
-  it can only reorder choice values closer than one step (near ties), and equal values stay in index
-  order. Values below ``L`` and invalid experts share the floor; a row whose K-th pick is on the floor
-  (fewer than K valid experts in the window: garbage rows, NaN logits) is redone with exact keys.
-  Compares are single 32-bit min/max instructions.
-* **exact keys** (64 bits: ``E > 512``, a non-finite bias entry, a window outside (-8, 8), and the
+  ``[L, top]``, ``L = max(min b, top - 2)``, is used when it lies inside (-4, 4): one FMA gives
+  ``q = round(c * scale + offset)`` (the float 2**23 + q holds q) with ``scale = (2**23 - 256) / (top - L)``,
+  steps of at most 2.4e-7, above 9 bits of inverted index. Budget: experts whose float64 choice values
+  differ by 1e-6 differ in float32 by at least 1e-6 - 2 x (2e-7 sigmoid error + 1.2e-7 rounding of
+  ``c``) = 3.6e-7, more than a step, so their keys keep that order (docs/semantics.md's margin). The
+  quantisation is monotone: it can only reorder choice values closer than that (near ties), and equal
+  values stay in index order. Values below ``L`` and invalid experts share the floor; a row whose K-th
+  pick is under the window (fewer than K valid experts in it: garbage rows, NaN logits) is redone with
+  exact keys. Compares are single 32-bit min/max instructions.
+* **exact keys** (64 bits: ``E > 512``, a non-finite bias entry, a window outside (-4, 4), and the
   redone rows): the order-preserving bits of float32 ``c`` above 20 bits of inverted index, held as a
   float64 (non-negative denormals: float64 compares order them like the integers, on the FP64 pipe
   instead of emulated 64-bit integer compares). They stream without the run filter (``GROUP = 1``):
@@ -46,9 +47,11 @@ WINDOW_EXPERTS = tl.constexpr(512)
 INDEX_BITS = tl.constexpr(9)
 INDEX_MASK = tl.constexpr(511)
 Q_FLOOR = tl.constexpr(8388612.0)  # 2**23 + 4: below the window, and invalid experts (q = 4); padding has key 0
-Q_BASE = tl.constexpr(8388616.0)  # 2**23 + 8: the bottom of the window (q = 8)
-Q_SPAN = tl.constexpr(8388576.0)  # 2**23 - 32 steps across the window: q stays below 2**23 - 16
-Q_VALID = tl.constexpr(8)
+Q_BASE = tl.constexpr(8388672.0)  # 2**23 + 64: the bottom of the window (q = 64, give or take the offset's rounding)
+Q_SPAN = tl.constexpr(8388352.0)  # 2**23 - 256 steps across the window: q stays below 2**23 - 128
+Q_VALID = tl.constexpr(32)  # q below this: under the window or invalid
+WINDOW_WIDTH = tl.constexpr(2.0)
+WINDOW_LIMIT = tl.constexpr(4.0)  # the window must lie inside (-4, 4)
 MINUS_LOG2E = tl.constexpr(-1.4426950408889634)
 # PTX approximations on NVIDIA GPUs; the plain expression in the interpreter and on ROCm
 PTX_SIGMOID = tl.constexpr(not triton.knobs.runtime.interpret and torch.version.hip is None)
@@ -73,7 +76,7 @@ def _window_sigmoid(x):
 
 
 @triton.jit
-def _keys(x, bias, expert, exists, lo, scale, WINDOW: tl.constexpr, PADDED: tl.constexpr):
+def _keys(x, bias, expert, exists, offset, scale, WINDOW: tl.constexpr, PADDED: tl.constexpr):
     """Keys of experts ``expert`` (any shape) from their raw logits ``x`` and bias (None without)."""
     x = x.to(tl.float32)
     if WINDOW:
@@ -82,7 +85,8 @@ def _keys(x, bias, expert, exists, lo, scale, WINDOW: tl.constexpr, PADDED: tl.c
         choice = _window_sigmoid(x)
         if bias is not None:
             choice = choice + bias
-        y = tl.fma(tl.fma(x, 0.0, choice - lo), scale, Q_BASE)
+        # q = round(c * scale + offset), one rounding: the offset's own rounding shifts every key alike
+        y = tl.fma(tl.fma(x, 0.0, choice), scale, offset)
         y = tl.where(y > Q_FLOOR, y, Q_FLOOR)  # one max (NaN -> floor)
         key = (y.to(tl.uint32, bitcast=True) << INDEX_BITS) | (expert ^ INDEX_MASK).to(tl.uint32)
         if PADDED:
@@ -120,7 +124,7 @@ def _key_expert(key, WINDOW: tl.constexpr):
 
 
 @triton.jit
-def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, lo, scale, NUM_EXPERTS: tl.constexpr,
+def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, scale, NUM_EXPERTS: tl.constexpr,
                LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr, WINDOW: tl.constexpr):
     """One step of a lane: CHUNK runs of GROUP experts -> their best keys, sorted descending [ROWS, LANES, CHUNK]."""
     PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
@@ -137,7 +141,7 @@ def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, lo, scale
             bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
         else:
             bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
-    keys = _keys(x, bias, expert[None], exists[None], lo, scale, WINDOW, PADDED)
+    keys = _keys(x, bias, expert[None], exists[None], offset, scale, WINDOW, PADDED)
     if GROUP > 1:
         keys = tl.max(keys, axis=3)
     else:
@@ -146,7 +150,7 @@ def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, lo, scale
 
 
 @triton.jit
-def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, lo, scale, NUM_EXPERTS: tl.constexpr,
+def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, NUM_EXPERTS: tl.constexpr,
             TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
             WINDOW: tl.constexpr):
     """The row's top CHUNK experts, best first: expert [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and
@@ -157,13 +161,13 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, lo, scale, NUM_E
     within = tl.arange(0, GROUP)
     row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
 
-    best = _step_keys(row_base, bias_ptr, row_ok, lane, member, within, 0, lo, scale, NUM_EXPERTS, LANES, CHUNK,
+    best = _step_keys(row_base, bias_ptr, row_ok, lane, member, within, 0, offset, scale, NUM_EXPERTS, LANES, CHUNK,
                       GROUP, WINDOW)
     for step in range(1, STEPS):
         # ascending running list against a descending chunk: their elementwise max is a bitonic
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
-                          _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, lo, scale,
+                          _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, scale,
                                      NUM_EXPERTS, LANES, CHUNK, GROUP, WINDOW))
     best = tl.topk(tl.reshape(best, (ROWS, LANES * CHUNK)), CHUNK, dim=1)  # merge the lanes of each row
     expert, valid = _key_expert(best, WINDOW)
@@ -177,7 +181,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, lo, scale, NUM_E
         bias = None
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + candidate, mask=exists, other=0.0).to(tl.float32)
-        keys = _keys(x, bias, candidate, exists, lo, scale, WINDOW, NUM_EXPERTS % GROUP != 0)
+        keys = _keys(x, bias, candidate, exists, offset, scale, WINDOW, NUM_EXPERTS % GROUP != 0)
         best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
         expert, valid = _key_expert(best, WINDOW)
     floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
@@ -186,7 +190,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, lo, scale, NUM_E
 
 @triton.jit
 def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
-    """(L, steps per unit of c, usable): the quantisation window from the bias (module docstring)."""
+    """(offset, steps per unit of c, usable): the quantisation window from the bias (module docstring)."""
     if bias_ptr is None:
         lo = 0.0
         hi = 0.0
@@ -198,11 +202,10 @@ def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
         hi = tl.max(b, axis=0)
         finite = tl.max((tl.abs(b) == float("inf")) | (b != b), axis=0) == 0
     top = hi + 1.0
-    width = tl.where((tl.abs(top) < 4.0) & (top > -2.0), 2.0, 1.0)
-    lowest = tl.maximum(lo, top - width)
-    usable = finite & (tl.abs(top) < 8.0) & (lowest > -8.0)
+    lowest = tl.maximum(lo, top - WINDOW_WIDTH)
+    usable = finite & (top < WINDOW_LIMIT) & (lowest > -WINDOW_LIMIT)
     steps = tl.full((), Q_SPAN, tl.float32) / (top - lowest)  # a tensor first: Triton 3.8 wraps constexpr / tensor
-    return lowest, steps, usable
+    return Q_BASE - lowest * steps, steps, usable
 
 
 @triton.jit(do_not_specialize=["num_rows", "stride_w_row", "stride_w_col", "stride_i_row", "stride_i_col"],
@@ -239,9 +242,9 @@ def bitonic_kernel(
     rows64 = rows.to(tl.int64)
 
     if NUM_EXPERTS <= WINDOW_EXPERTS:
-        lowest, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
+        offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
         if usable:
-            expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, lowest, steps,
+            expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps,
                                              NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, True)
             if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
                 exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
