@@ -205,7 +205,7 @@ def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
     lowest = tl.maximum(lo, top - WINDOW_WIDTH)
     usable = finite & (top < WINDOW_LIMIT) & (lowest > -WINDOW_LIMIT)
     steps = tl.full((), Q_SPAN, tl.float32) / (top - lowest)  # a tensor first: Triton 3.8 wraps constexpr / tensor
-    return Q_BASE - lowest * steps, steps, usable
+    return -(lowest * steps) + Q_BASE, steps, usable
 
 
 @triton.jit(do_not_specialize=["num_rows", "stride_w_row", "stride_w_col", "stride_i_row", "stride_i_col"],
