@@ -77,8 +77,8 @@ def main():
             med = statistics.median(times)
             results.append(dict(label=shape.label, tokens=shape.tokens, plan=name, median_us=med,
                                 min_us=min(times), max_us=max(times)))
-            print(f"{shape.label:>20} T={shape.tokens:<6} {name:34s} {med:8.2f} us  [{min(times):.2f}-{max(times):.2f}]",
-                  flush=True)
+            spread = f"[{min(times):.2f}-{max(times):.2f}]"
+            print(f"{shape.label:>20} T={shape.tokens:<6} {name:34s} {med:8.2f} us  {spread}", flush=True)
         Path(args.out, "plan_sweep.json").write_text(json.dumps(results, indent=1))
 
 

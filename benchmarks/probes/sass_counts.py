@@ -56,14 +56,19 @@ def float64_max_min():
 
 
 def path_variant(path: str):
-    """A copy of the bitonic kernel module, loop unrolled, running only ``path``: "window" or "exact"."""
+    """A copy of the bitonic kernel module: "window" or "exact" (loop unrolled, only that key path), or
+    "filtered exact" (as shipped, but the exact keys also use the run filter)."""
     from moe_routing.kernels import _bitonic
 
     source = Path(_bitonic.__file__).read_text().replace("from ._common import",
                                                           "from moe_routing.kernels._common import")
-    source = source.replace("for step in range(1, STEPS):", "for step in tl.static_range(1, STEPS):")
-    source = source.replace("        if usable:", "        if True:" if path == "window" else "        if False:")
-    source = source.replace("if tl.max(floored.to(tl.int32), axis=0) > 0:", "if False:")
+    if path == "filtered exact":
+        source = source.replace("CHUNK, 1, False)", "CHUNK, GROUP, False)")
+    else:
+        source = source.replace("for step in range(1, STEPS):", "for step in tl.static_range(1, STEPS):")
+        source = source.replace("\n    if usable:\n", "\n    if True:\n" if path == "window" else "\n    if False:\n")
+        source = source.replace("if tl.max(floored.to(tl.int32), axis=0) > 0:", "if False:")
+    path = path.replace(" ", "_")
     folder = Path(tempfile.mkdtemp())
     (folder / f"bitonic_{path}.py").write_text(source)
     spec = importlib.util.spec_from_file_location(f"bitonic_{path}", folder / f"bitonic_{path}.py")
@@ -73,11 +78,25 @@ def path_variant(path: str):
     return module.bitonic_kernel
 
 
-def count(plan, experts):
+def _compile(plan):
     signature = {**RUNTIME, **{name: "constexpr" for name in plan.constexprs}}
     attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): [["tt.divisibility", 16]]}
-    compiled = triton.compile(ASTSource(plan.kernel, signature, plan.constexprs, attrs),
-                              target=GPUTarget("cuda", 90, 32), options={"num_warps": plan.num_warps})
+    return triton.compile(ASTSource(plan.kernel, signature, plan.constexprs, attrs),
+                          target=GPUTarget("cuda", 90, 32), options={"num_warps": plan.num_warps})
+
+
+def registers(plan) -> int:
+    """Registers per thread that ptxas allocated for the plan's kernel."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(_compile(plan).asm["cubin"])
+        f.flush()
+        usage = subprocess.run([str(BIN / "cuobjdump"), "-res-usage", f.name], capture_output=True,
+                               text=True).stdout
+    return int(usage.split("REG:", 1)[1].split()[0])
+
+
+def count(plan, experts):
+    compiled = _compile(plan)
     sass = _sass(compiled)
     ops = collections.Counter()
     for line in sass.splitlines():
@@ -105,4 +124,8 @@ if __name__ == "__main__":
     for name, kernel, group in (("exact", exact, 1), ("window", window, 1), ("window", window, 4)):
         print(f"{name} keys, runs of {group}:", end=" ")
         count(bitonic_plan(call, 1, 256, 8, group)._replace(kernel=kernel), 256)
+    shipped = bitonic_plan(call, 1, 256, 8, 4)
+    filtered = shipped._replace(kernel=path_variant("filtered exact"))
+    print("registers per thread (lane per row, runs of 4): shipped", registers(shipped),
+          "- if the exact keys used the run filter too", registers(filtered))
     float64_max_min()

@@ -241,19 +241,17 @@ def bitonic_kernel(
     row_ok = rows < num_rows
     rows64 = rows.to(tl.int64)
 
+    offset, steps, usable = 0.0, 1.0, False
     if NUM_EXPERTS <= WINDOW_EXPERTS:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
-        if usable:
-            expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps,
-                                             NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, True)
-            if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
-                exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
-                                                NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, 1, False)
-                expert = tl.where(floored[:, None], exact, expert)
-                valid = tl.where(floored[:, None], exact_valid, valid)
-        else:
-            expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
-                                       NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, 1, False)
+    if usable:
+        expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps,
+                                         NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, True)
+        if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
+            exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
+                                            NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, 1, False)
+            expert = tl.where(floored[:, None], exact, expert)
+            valid = tl.where(floored[:, None], exact_valid, valid)
     else:
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
                                    NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, 1, False)
