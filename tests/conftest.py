@@ -41,6 +41,27 @@ def assert_fully_written(weights: torch.Tensor, ids: torch.Tensor) -> None:
     assert not (ids == POISON_ID).any(), "some ids were never written (poison left)"
 
 
+def route_every_plan(logits, topk, **kwargs):
+    """Launch every plan the rules can choose for this call (kernel and tile of each token class) into
+    poisoned buffers; check each fully written and matching float64. Returns {token class: (plan,
+    weights, ids)}."""
+    from moe_routing.call import check_call
+    from moe_routing.kernels import all_plans, launch
+
+    call = check_call(logits, topk, kwargs.get("scoring_func", "sigmoid"), kwargs.get("correction_bias"),
+                      kwargs.get("num_expert_group", 1), kwargs.get("topk_group", 1), kwargs.get("renormalize", True),
+                      kwargs.get("routed_scaling_factor", 1.0), None)
+    results = {}
+    for tclass, plan in all_plans(call).items():
+        weights, ids = poisoned_out(logits.shape[0], topk, logits.device)
+        launch(call, logits, kwargs.get("correction_bias"), weights, ids, plan=plan)
+        assert_fully_written(weights, ids)
+        verdict = verify(weights, ids, logits, topk, **kwargs)
+        assert verdict.ok, (tclass, plan.name, plan.rows, plan.num_warps, verdict)
+        results[tclass] = (plan, weights, ids)
+    return results
+
+
 def route_and_check(logits, topk, **kwargs):
     """Route into poisoned buffers, check every element written and the result against float64.
 

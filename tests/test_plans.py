@@ -7,10 +7,9 @@ tests force the plan of every token class onto small batches.
 import pytest
 import torch
 
-from conftest import ON_GPU, assert_fully_written, poisoned_out, random_bias, random_logits
+from conftest import ON_GPU, random_bias, random_logits, route_every_plan
 from moe_routing.call import check_call
-from moe_routing.kernels import all_plans, launch, token_class
-from moe_routing.measure.verify import verify
+from moe_routing.kernels import all_plans, token_class
 
 SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     (256, 8, 1, 1, "sigmoid", True), (384, 8, 1, 1, "sigmoid", True), (64, 6, 1, 1, "sigmoid", True),
@@ -26,20 +25,11 @@ def test_every_plan_matches_float64(experts, topk, groups, topk_group, scoring, 
     logits[1, ::7] = float("nan")
     logits[2] = float("-inf")
     bias = random_bias(experts, seed=experts) if with_bias else None
-    kwargs = dict(scoring_func=scoring, correction_bias=bias, num_expert_group=groups, topk_group=topk_group,
-                  routed_scaling_factor=2.5)
-    call = check_call(logits, topk, scoring, bias, groups, topk_group, True, 2.5, None)
-    results = {}
-    for tclass, plan in all_plans(call).items():
-        weights, ids = poisoned_out(tokens, topk)
-        launch(call, logits, bias, weights, ids, plan=plan)
-        assert_fully_written(weights, ids)
-        verdict = verify(weights, ids, logits, topk, **kwargs)
-        assert verdict.ok, (tclass, plan.name, plan.rows, plan.num_warps, verdict)
-        results[tclass] = (weights, ids)
+    results = route_every_plan(logits, topk, scoring_func=scoring, correction_bias=bias, num_expert_group=groups,
+                               topk_group=topk_group, routed_scaling_factor=2.5)
     # batch invariance across plans: every plan gives the same bits
-    first_w, first_i = next(iter(results.values()))
-    for tclass, (weights, ids) in results.items():
+    _, first_w, first_i = next(iter(results.values()))
+    for tclass, (_, weights, ids) in results.items():
         assert torch.equal(ids, first_i) and torch.equal(weights, first_w), tclass
 
 

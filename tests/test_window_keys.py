@@ -10,25 +10,17 @@ import math
 import pytest
 import torch
 
-from conftest import DEVICE, assert_fully_written, poisoned_out
-from moe_routing.call import check_call
-from moe_routing.kernels import all_plans, launch
-from moe_routing.measure.verify import verify
+from conftest import DEVICE, route_every_plan
 
 NAN = float("nan")
 
 
 def _route_every_plan(logits, topk, bias):
-    """(weights, ids) of every plan the rules can choose for this sigmoid call, checked against float64."""
-    call = check_call(logits, topk, "sigmoid", bias, 1, 1, True, 1.0, None)
+    """(token class, weights, ids as lists) of every plan the rules choose for this sigmoid call, each
+    checked against float64; every one of them is the bitonic kernel."""
     results = []
-    for tclass, plan in all_plans(call).items():
+    for tclass, (plan, weights, ids) in route_every_plan(logits, topk, correction_bias=bias).items():
         assert plan.name == "bitonic", tclass
-        weights, ids = poisoned_out(logits.shape[0], topk)
-        launch(call, logits, bias, weights, ids, plan=plan)
-        assert_fully_written(weights, ids)
-        verdict = verify(weights, ids, logits, topk, correction_bias=bias)
-        assert verdict.ok, (tclass, verdict)
         results.append((tclass, weights, ids.cpu().tolist()))
     return results
 
