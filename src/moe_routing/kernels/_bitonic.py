@@ -1,9 +1,18 @@
-"""The streaming bitonic routing kernel: sigmoid scoring (with or without bias), flat path; the kernel only.
+"""The streaming bitonic routing kernel: sigmoid scoring (with or without bias), flat or grouped; the kernel only.
 
 Selection without K sequential full-row reductions. Every expert gets one key that orders experts
 as the semantics do (larger choice value ``c`` first, ties to the lower index, invalid experts after
 valid ones, padding last); ``LANES`` lanes share a row; each lane streams its experts, keeps its top
 ``CHUNK`` keys with a bitonic merge per step, and the lanes' lists merge into the row's top ``CHUNK``.
+
+Grouped routing (some group can be eliminated) runs a group stage first (``_kept_groups``): each
+group's score in float32 from the row, ``GROUPS_PER_LOAD`` groups per load, exactly as the reference
+forms it (the sum of the two largest valid ``c``, by a pairwise max/min and an exact top-2 merge), and
+the groups' ranks. The selection then streams every expert as on the flat path, and a run of an
+eliminated group gets key 0 (below everything), so the same streaming code and tiles serve both
+paths. (Streaming only the kept groups' experts instead needs a per-row gather of positions and of
+the bias, whose layout conversions cost more than the masked half of the stream: 50 vs 46
+instructions per logit, ``benchmarks/probes/sass_counts.py``.)
 
 Two key encodings. Which one a row gets depends only on the bias and on that row, never on the
 batch or the tile, so results stay batch-invariant:
@@ -124,24 +133,51 @@ def _key_expert(key, WINDOW: tl.constexpr):
 
 
 @triton.jit
-def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, scale, NUM_EXPERTS: tl.constexpr,
-               LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr, WINDOW: tl.constexpr):
-    """One step of a lane: CHUNK runs of GROUP experts -> their best keys, sorted descending [ROWS, LANES, CHUNK]."""
+def _kept_runs(kept, run, lane_first, GROUP_SIZE: tl.constexpr, GROUP: tl.constexpr, ALIGNED: tl.constexpr):
+    """Whether each run [ROWS, LANES, CHUNK] lies in a kept group; ``kept`` [ROWS] has bit g set for a kept
+    group g (one register per row instead of a row of flags).
+
+    A run never straddles two groups (``GROUP`` divides the group size). ``ALIGNED``: a lane's runs of
+    one step lie in one group (``CHUNK * GROUP`` divides the group size), so the group is looked up once
+    per lane, from the lane's first expert ``lane_first`` [LANES], instead of once per run.
+    """
+    if ALIGNED:
+        group = (lane_first // GROUP_SIZE).to(kept.dtype)  # [LANES]
+        return (((kept[:, None] >> group[None, :]) & 1) != 0)[:, :, None]
+    else:
+        group = ((run * GROUP) // GROUP_SIZE).to(kept.dtype)  # [LANES, CHUNK]
+        return ((kept[:, None, None] >> group[None, :, :]) & 1) != 0
+
+
+@triton.jit
+def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
+               NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
+               GROUP: tl.constexpr, WINDOW: tl.constexpr):
+    """One step of a lane: CHUNK runs of GROUP experts -> their best keys, sorted descending [ROWS, LANES, CHUNK].
+
+    On the grouped path (``kept`` not None) the runs of eliminated groups get key 0, below everything.
+    """
     PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
     run = (step * LANES + lane)[:, None] * CHUNK + member[None, :]  # [LANES, CHUNK]
     expert = run[:, :, None] * GROUP + within[None, None, :]  # [LANES, CHUNK, GROUP]
     exists = expert < NUM_EXPERTS
-    if PADDED:
-        x = tl.load(row_base + expert[None], mask=row_ok[:, None, None, None] & exists[None], other=0.0)
-    else:
-        x = tl.load(row_base + expert[None], mask=row_ok[:, None, None, None], other=0.0)
+    if kept is None:
+        if PADDED:
+            x = tl.load(row_base + expert[None], mask=row_ok[:, None, None, None] & exists[None], other=0.0)
+        else:
+            x = tl.load(row_base + expert[None], mask=row_ok[:, None, None, None], other=0.0)
+        present = exists[None]
+    else:  # experts of eliminated groups are not read, and get key 0 like padding
+        group = (expert // GROUP_SIZE).to(kept.dtype)
+        present = exists[None] & (((kept[:, None, None, None] >> group[None]) & 1) != 0)
+        x = tl.load(row_base + expert[None], mask=row_ok[:, None, None, None] & present, other=0.0)
     bias = None
     if bias_ptr is not None:
         if PADDED:
             bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
         else:
             bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
-    keys = _keys(x, bias, expert[None], exists[None], offset, scale, WINDOW, PADDED)
+    keys = _keys(x, bias, expert[None], present, offset, scale, WINDOW, PADDED or kept is not None)
     if GROUP > 1:
         keys = tl.max(keys, axis=3)
     else:
@@ -150,42 +186,106 @@ def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, s
 
 
 @triton.jit
-def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, NUM_EXPERTS: tl.constexpr,
-            TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
-            WINDOW: tl.constexpr):
-    """The row's top CHUNK experts, best first: expert [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and
-    (window keys) whether one of the first TOPK picks is on the floor [ROWS]."""
+def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
+            GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
+            GROUP: tl.constexpr, WINDOW: tl.constexpr):
+    """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
+    [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
+    the floor [ROWS]."""
     STEPS: tl.constexpr = (NUM_EXPERTS + LANES * CHUNK * GROUP - 1) // (LANES * CHUNK * GROUP)
     lane = tl.arange(0, LANES)
     member = tl.arange(0, CHUNK)
     within = tl.arange(0, GROUP)
     row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
 
-    best = _step_keys(row_base, bias_ptr, row_ok, lane, member, within, 0, offset, scale, NUM_EXPERTS, LANES, CHUNK,
-                      GROUP, WINDOW)
+    best = _step_keys(row_base, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
+                      GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW)
     for step in range(1, STEPS):
         # ascending running list against a descending chunk: their elementwise max is a bitonic
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
-                          _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, scale,
-                                     NUM_EXPERTS, LANES, CHUNK, GROUP, WINDOW))
+                          _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
+                                     NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW))
     best = tl.topk(tl.reshape(best, (ROWS, LANES * CHUNK)), CHUNK, dim=1)  # merge the lanes of each row
     expert, valid = _key_expert(best, WINDOW)
     if GROUP > 1:
-        # the experts of the top CHUNK runs, selected exactly
+        # the experts of the top CHUNK runs, selected exactly (key 0: an eliminated group's run, not read)
         first = (expert // GROUP) * GROUP
         candidate = first[:, :, None] + tl.arange(0, GROUP)[None, None, :]  # [ROWS, CHUNK, GROUP]
         exists = candidate < NUM_EXPERTS
+        if kept is not None:
+            exists = exists & (best != 0)[:, :, None]
         x = tl.load(logits_ptr + rows64[:, None, None] * stride_l_row + candidate,
                     mask=row_ok[:, None, None] & exists, other=0.0)
         bias = None
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + candidate, mask=exists, other=0.0).to(tl.float32)
-        keys = _keys(x, bias, candidate, exists, offset, scale, WINDOW, NUM_EXPERTS % GROUP != 0)
+        keys = _keys(x, bias, candidate, exists, offset, scale, WINDOW, kept is not None or NUM_EXPERTS % GROUP != 0)
         best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
         expert, valid = _key_expert(best, WINDOW)
     floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
     return expert, valid, floored
+
+
+@triton.jit
+def _top2_combine(best_a, second_a, best_b, second_b):
+    """Merge two (largest, second largest) pairs; exact under any association order."""
+    return tl.maximum(best_a, best_b), tl.maximum(tl.minimum(best_a, best_b), tl.maximum(second_a, second_b))
+
+
+@triton.jit
+def _kept_groups(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS: tl.constexpr,
+                 GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr,
+                 BLOCK_GROUP_SIZE: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
+                 ROWS: tl.constexpr):
+    """The group stage (docs/semantics.md rule 2) in float32, like the reference: each group's score is the
+    sum of its two largest valid ``c`` (its largest ``s`` without bias); the TOPK_GROUP best groups, ties to
+    the lower index. Returns [ROWS]: bit g set for a kept group g (int64 beyond 32 groups).
+
+    Reads the row ``GROUPS_PER_LOAD`` groups at a time. Scores use the window keys' sigmoid (flush to
+    zero below 1e-37: differences that small are near ties, docs/semantics.md), the same float32 numbers
+    in every plan and either key encoding.
+    """
+    member = tl.arange(0, BLOCK_GROUP_SIZE)
+    local = tl.arange(0, GROUPS_PER_LOAD)
+    group_scores = tl.full((ROWS, BLOCK_GROUPS // GROUPS_PER_LOAD, GROUPS_PER_LOAD), float("-inf"), tl.float32)
+    for load in range(BLOCK_GROUPS // GROUPS_PER_LOAD):
+        group = load * GROUPS_PER_LOAD + local
+        expert = group[:, None] * GROUP_SIZE + member[None, :]  # [GROUPS_PER_LOAD, BLOCK_GROUP_SIZE]
+        exists = (group < NUM_GROUPS)[:, None] & (member < GROUP_SIZE)[None, :]
+        x = tl.load(logits_ptr + rows64[:, None, None] * stride_l_row + expert[None],
+                    mask=row_ok[:, None, None] & exists[None], other=0.0).to(tl.float32)
+        valid = exists[None] & (tl.abs(x) < float("inf"))
+        choice = _window_sigmoid(x)
+        if bias_ptr is not None:
+            bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
+            valid = valid & (tl.abs(bias) < float("inf"))
+            choice = tl.where(valid, choice + bias, float("-inf"))
+            if BLOCK_GROUP_SIZE == 1:
+                best = tl.reshape(choice, (ROWS, GROUPS_PER_LOAD))
+                second = tl.zeros_like(best)
+            else:  # pairs first (one max and one min per two experts), then merge the pairs
+                left, right = tl.split(tl.reshape(choice, (ROWS, GROUPS_PER_LOAD, BLOCK_GROUP_SIZE // 2, 2)))
+                best, second = tl.reduce((tl.maximum(left, right), tl.minimum(left, right)), 2, _top2_combine)
+                second = tl.where(second == float("-inf"), 0.0, second)
+            score = tl.where(best == float("-inf"), best, best + second)  # [ROWS, GROUPS_PER_LOAD]
+        else:
+            score = tl.max(tl.where(valid, choice, float("-inf")), axis=2)
+        here = tl.arange(0, BLOCK_GROUPS // GROUPS_PER_LOAD)[None, :, None] == load
+        group_scores = tl.where(here, score[:, None, :], group_scores)
+    group_scores = tl.reshape(group_scores, (ROWS, BLOCK_GROUPS))
+
+    # rank of group g = real groups h beating it (higher score, or equal score and lower index)
+    g = tl.arange(0, BLOCK_GROUPS)
+    mine = group_scores[:, :, None]
+    other = group_scores[:, None, :]
+    beats = ((other > mine) | ((other == mine) & (g[None, None, :] < g[None, :, None]))) & (g < NUM_GROUPS)[None, None, :]
+    rank = tl.sum(beats.to(tl.int32), axis=2)  # [ROWS, BLOCK_GROUPS]; a permutation on the real groups
+    kept = (rank < TOPK_GROUP) & (g < NUM_GROUPS)[None, :]
+    if BLOCK_GROUPS > 32:
+        return tl.sum(tl.where(kept, tl.full((), 1, tl.int64) << g.to(tl.int64)[None, :], 0), axis=1)
+    else:
+        return tl.sum(tl.where(kept, tl.full((), 1, tl.int32) << g[None, :], 0), axis=1)
 
 
 @triton.jit
@@ -230,31 +330,43 @@ def bitonic_kernel(
     RENORMALIZE: tl.constexpr,
     NUM_EXPERTS: tl.constexpr,
     BLOCK_EXPERTS: tl.constexpr,  # next power of two
+    NUM_GROUPS: tl.constexpr,  # 1 on the flat path
+    GROUP_SIZE: tl.constexpr,
+    TOPK_GROUP: tl.constexpr,
+    BLOCK_GROUPS: tl.constexpr,
+    BLOCK_GROUP_SIZE: tl.constexpr,
     # tunable parameters
     ROWS: tl.constexpr,
     LANES: tl.constexpr,
     CHUNK: tl.constexpr,
     LOG2_CHUNK: tl.constexpr,
-    GROUP: tl.constexpr,
+    GROUP: tl.constexpr,  # run length of the filter (divides GROUP_SIZE on the grouped path)
+    GROUPS_PER_LOAD: tl.constexpr,  # group stage: groups read at once
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
     rows64 = rows.to(tl.int64)
 
+    # grouped: rank the groups first, then select among the kept groups' experts
+    kept = None
+    if TOPK_GROUP < NUM_GROUPS:
+        kept = _kept_groups(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
+                            TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS)
+
     offset, steps, usable = 0.0, 1.0, False
     if NUM_EXPERTS <= WINDOW_EXPERTS:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if usable:
-        expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps,
-                                         NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, True)
+        expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
+                                         NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
-            exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
-                                            NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, 1, False)
+            exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
+                                            NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False)
             expert = tl.where(floored[:, None], exact, expert)
             valid = tl.where(floored[:, None], exact_valid, valid)
     else:
-        expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
-                                   NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, 1, False)
+        expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
+                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False)
 
     # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
     slot = tl.arange(0, CHUNK)

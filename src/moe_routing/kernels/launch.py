@@ -1,8 +1,8 @@
 """Which kernel and tile a call gets (deterministic rules), and the launch.
 
-Two kernels share one argument list: ``rounds`` (every scoring, grouping and size: K rounds of one
-fused max over the row held in registers) and ``bitonic`` (sigmoid scoring, flat path, K <= 16:
-streaming bitonic top-k on exact packed keys; see _bitonic.py). Rules depend on the shape and on a
+Two kernels share one runtime argument list: ``rounds`` (every scoring, grouping and size: K rounds of
+one fused max over the row held in registers) and ``bitonic`` (sigmoid scoring, flat or grouped,
+K <= 16, E >= 32: a group stage, then streaming bitonic top-k on packed keys; see _bitonic.py). Rules depend on the shape and on a
 *token class*, never on autotuning at call time (which would break CUDA-graph capture and cost
 seconds on a first call). Measurements behind the rules: benchmarks/NOTES.md.
 
@@ -66,42 +66,66 @@ def rounds_plan(call: RoutingCall, tclass: int, rows: int | None = None, num_war
 
 
 def bitonic_supported(call: RoutingCall) -> bool:
-    return not call.softmax and not call.grouped and call.topk <= 16 and call.experts >= 32
+    """Sigmoid scoring, K <= 16, at least 32 experts (flat, or grouped with kept groups of 8+ experts)."""
+    return (not call.softmax and call.topk <= 16 and call.experts >= 32
+            and (not call.grouped or call.topk_group * call.group_size >= 8))
 
 
-def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1) -> Plan:
+def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
+                 groups_per_load: int = 1) -> Plan:
+    """A bitonic tile. ``group`` (runs of the filter) must divide the group size; ``groups_per_load`` is
+    how many groups the group stage reads at once."""
     chunk = max(8, triton.next_power_of_2(call.topk))
+    block_groups = triton.next_power_of_2(call.num_groups)
+    assert (not call.grouped or call.group_size % group == 0) and block_groups % groups_per_load == 0
     constexprs = dict(TOPK=call.topk, RENORMALIZE=call.renormalize, NUM_EXPERTS=call.experts,
-                      BLOCK_EXPERTS=triton.next_power_of_2(call.experts),
-                      ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group)
+                      BLOCK_EXPERTS=triton.next_power_of_2(call.experts), NUM_GROUPS=call.num_groups,
+                      GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group, BLOCK_GROUPS=block_groups,
+                      BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
+                      ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
+                      GROUPS_PER_LOAD=groups_per_load)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
 def choose_plan(call: RoutingCall, tclass: int | None = None) -> Plan:
     """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly).
 
-    Tiles from benchmarks/NOTES.md (v3, plan sweeps of session 5 on the H200).
+    Tiles from benchmarks/NOTES.md (v3 and v4: plan sweeps of sessions 5 and 6 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
     if bitonic_supported(call):  # every token class, so that a row's result never depends on T
-        chunks = triton.next_power_of_2(triton.cdiv(call.experts, max(8, triton.next_power_of_2(call.topk))))
-        long_rows = call.experts >= 128
-        if tclass == LATENCY:  # one row per program, lanes sharing it: shortest dependency chain
-            return bitonic_plan(call, min(16, chunks), 1, 2 if call.experts > 256 else 1)
-        if tclass == SMALL:  # still too few rows to fill the GPU with several per program
-            return bitonic_plan(call, min(16, chunks), 1, 1) if long_rows else bitonic_plan(call, min(8, chunks), 2, 1)
-        if not long_rows:  # short rows: no run filter
-            return bitonic_plan(call, 1, 128, 4) if tclass == HUGE else bitonic_plan(call, min(4, chunks), 8, 1)
-        # long rows: runs of 4 experts filtered by their best key; several rows per warp
-        if tclass == MEDIUM:
-            return bitonic_plan(call, 4, 4, 1, 4)
-        if tclass == HUGE and call.experts <= 256:  # a lane per row, 32 rows on one warp
-            return bitonic_plan(call, 1, 32, 1, 4)
-        return bitonic_plan(call, 4, 8, 1, 4)
+        return _bitonic_rule(call, tclass)
     if call.grouped and tclass == HUGE:
         return rounds_plan(call, tclass, 8, 8)
     return rounds_plan(call, tclass)
+
+
+def _bitonic_rule(call: RoutingCall, tclass: int) -> Plan:
+    """Tiles of the bitonic kernel, by row length and token class (the grouped path streams every expert
+    too, with the eliminated groups masked). Grouped tiles from the session-6 sweep (benchmarks/NOTES.md,
+    v4): the group stage reads a whole row at once except with a lane per row, where a group per load
+    keeps the registers down."""
+    chunks = triton.next_power_of_2(triton.cdiv(call.experts, max(8, triton.next_power_of_2(call.topk))))
+    long_rows = call.experts >= 128
+    run = 4 if not call.grouped or call.group_size % 4 == 0 else 1  # runs must not straddle groups
+    whole_row = triton.next_power_of_2(call.num_groups)  # the group stage reads a whole row at once
+    if tclass == LATENCY:  # one row per program, lanes sharing it: shortest dependency chain
+        return bitonic_plan(call, min(16, chunks), 1, 2 if call.experts > 256 else 1, 1, whole_row)
+    if tclass == SMALL:  # still too few rows to fill the GPU with several per program
+        if long_rows:
+            return bitonic_plan(call, min(16, chunks), 1, 1, 1, whole_row)
+        return bitonic_plan(call, min(8, chunks), 2, 1, 1, whole_row)
+    if not long_rows:  # short rows: no run filter
+        if tclass == HUGE:
+            return bitonic_plan(call, 1, 128, 4)
+        return bitonic_plan(call, min(4, chunks), 8, 1, 1, whole_row)
+    # long rows: runs of 4 experts filtered by their best key; several rows per warp
+    if tclass == MEDIUM:
+        return bitonic_plan(call, 4, 4, 1, run, whole_row)
+    if tclass == HUGE and call.experts <= 256:  # a lane per row, 32 rows on one warp, a group per load
+        return bitonic_plan(call, 1, 32, 1, run)
+    return bitonic_plan(call, 4, 8, 1, run, whole_row)
 
 
 def all_plans(call: RoutingCall) -> dict[str, Plan]:

@@ -1,0 +1,90 @@
+"""The bitonic kernel's grouped path (kernels/_bitonic.py: group stage, then the masked stream), on every
+plan the rules choose for DeepSeek-V3's grouping (256 experts, 8 groups of 32, 4 kept, K = 8).
+
+Rows are built so that the group stage decides the answer (the flat top-8 would differ), with expected
+ids written out by hand; every plan is also judged against float64 and must give the same bits.
+"""
+
+import pytest
+import torch
+
+from conftest import DEVICE, random_bias, random_logits, route_every_plan
+
+NAN = float("nan")
+EXPERTS, GROUPS, KEPT, TOPK = 256, 8, 4, 8
+
+
+def _ids_of_every_plan(logits, bias, **kwargs):
+    """ids (as lists) of every plan, each checked against float64; all plans must agree bit for bit."""
+    results = route_every_plan(logits, TOPK, correction_bias=bias, num_expert_group=GROUPS, topk_group=KEPT,
+                               routed_scaling_factor=2.5, **kwargs)
+    plans = {plan.name for plan, _, _ in results.values()}
+    assert plans == {"bitonic"}, plans
+    _, first_w, first_i = next(iter(results.values()))
+    for tclass, (_, weights, ids) in results.items():
+        assert torch.equal(ids, first_i) and torch.equal(weights, first_w), tclass
+    return first_i.cpu().tolist()
+
+
+def _background(rows, value=-9.0):
+    return torch.full((rows, EXPERTS), value)
+
+
+def test_the_group_stage_decides():
+    logits = _background(3, -5.0)
+    # row 0: group 0 holds the single best expert (0) but a weak second; groups 1-4 hold two strong ones
+    logits[0, 0] = 6.0
+    for g in (1, 2, 3, 4):
+        logits[0, 32 * g: 32 * g + 2] = 2.0
+    for g in (5, 6, 7):
+        logits[0, 32 * g: 32 * g + 2] = 1.0
+    # row 1: groups 3 and 5 tie exactly for the fourth place: the lower index (3) is kept
+    for g, value in ((1, 3.0), (2, 3.0), (4, 3.0), (3, 2.0), (5, 2.0), (0, 1.0), (6, 1.0), (7, 1.0)):
+        logits[1, 32 * g: 32 * g + 2] = value
+    # row 2: group 2 has one valid expert (score = its c, no second); group 7 has none (ranks last)
+    logits[2, 0:2] = 3.0
+    logits[2, 32:34] = 3.0
+    logits[2, 64] = 4.0
+    logits[2, 65:96] = NAN
+    logits[2, 192] = 0.0
+    logits[2, 193] = -0.125
+    logits[2, 224:256] = NAN
+    bias = torch.zeros(EXPERTS)
+    expected = [
+        [32, 33, 64, 65, 96, 97, 128, 129],
+        [32, 33, 64, 65, 128, 129, 96, 97],
+        [64, 0, 1, 32, 33, 192, 193, 2],
+    ]
+    assert _ids_of_every_plan(logits.to(DEVICE), bias.to(DEVICE)) == expected
+
+
+def test_kept_groups_under_the_window_are_redone_exactly():
+    # groups 0-3 have bias 2 and groups 4-7 bias -1: the window is [1, 3], so every choice value of groups
+    # 4-7 lies under it. Row 0 keeps group 3 (two valid experts) and three of groups 4-7: its last six
+    # picks come from under the window and are ranked again with exact keys.
+    bias = torch.cat([torch.full((128,), 2.0), torch.full((128,), -1.0)])
+    logits = random_logits(2, EXPERTS, seed=5, device="cpu")
+    logits[0, :96] = NAN
+    logits[0, 98:128] = NAN
+    ids = _ids_of_every_plan(logits.to(DEVICE), bias.to(DEVICE))
+    assert ids[0][:2] == sorted(ids[0][:2], key=lambda e: -float(logits[0, e])) and set(ids[0][:2]) == {96, 97}
+    assert all(e >= 128 for e in ids[0][2:])
+    assert all(e < 128 for e in ids[1])  # a clean row keeps four of groups 0-3
+
+
+@pytest.mark.parametrize("case", ["nan bias", "window outside (-4, 4)", "no bias", "bfloat16 bias"])
+def test_every_key_encoding_of_the_grouped_path(case):
+    logits = random_logits(6, EXPERTS, torch.bfloat16, seed=9)
+    logits[1, ::5] = NAN
+    logits[2] = float("-inf")
+    bias = random_bias(EXPERTS, seed=3)
+    if case == "nan bias":  # one non-finite entry: exact keys for the whole call, that expert invalid
+        bias[7] = NAN
+    elif case == "window outside (-4, 4)":
+        bias = bias + 6.0
+    elif case == "no bias":
+        bias = None
+    else:
+        bias = bias.to(torch.bfloat16)
+    ids = _ids_of_every_plan(logits, bias)
+    assert all(len(set(row)) == TOPK for row in ids)
