@@ -15,7 +15,7 @@ SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     (256, 8, 1, 1, "sigmoid", True), (384, 8, 1, 1, "sigmoid", True), (64, 6, 1, 1, "sigmoid", True),
     (131, 5, 1, 1, "sigmoid", False), (32, 16, 1, 1, "sigmoid", True), (200, 9, 1, 1, "sigmoid", True),
     (256, 8, 8, 4, "sigmoid", True), (128, 8, 1, 1, "softmax", False), (1021, 31, 1, 1, "sigmoid", True),
-    # grouped: DeepSeek-V3 without bias; groups of 20 (runs of 1, lanes straddling groups); 64 groups of 8;
+    # grouped: DeepSeek-V3 without bias; groups of 20 (a lane's step straddles groups); 64 groups of 8;
     # more than 512 experts (exact keys); grouped softmax (rounds)
     (256, 8, 8, 4, "sigmoid", False), (160, 6, 8, 3, "sigmoid", True), (512, 8, 64, 8, "sigmoid", True),
     (1024, 8, 16, 4, "sigmoid", True), (160, 6, 8, 3, "softmax", False),

@@ -8,9 +8,9 @@ valid ones, padding last); ``LANES`` lanes share a row; each lane streams its ex
 Grouped routing (some group can be eliminated) runs a group stage first (``_kept_groups``): each
 group's score in float32 from the row, ``GROUPS_PER_LOAD`` groups per load, exactly as the reference
 forms it (the sum of the two largest valid ``c``, by a pairwise max/min and an exact top-2 merge), and
-the groups' ranks. The selection then streams every expert as on the flat path, and a run of an
-eliminated group gets key 0 (below everything), so the same streaming code and tiles serve both
-paths. (Streaming only the kept groups' experts instead needs a per-row gather of positions and of
+the groups' ranks. The selection then streams every expert as on the flat path, and an expert of an
+eliminated group is not read and gets key 0 (below everything), so the same streaming code and tiles
+serve both paths; a run of the filter never straddles two groups (``GROUP`` divides the group size). (Streaming only the kept groups' experts instead needs a per-row gather of positions and of
 the bias, whose layout conversions cost more than the masked half of the stream: 50 vs 46
 instructions per logit, ``benchmarks/probes/sass_counts.py``.)
 
@@ -133,29 +133,13 @@ def _key_expert(key, WINDOW: tl.constexpr):
 
 
 @triton.jit
-def _kept_runs(kept, run, lane_first, GROUP_SIZE: tl.constexpr, GROUP: tl.constexpr, ALIGNED: tl.constexpr):
-    """Whether each run [ROWS, LANES, CHUNK] lies in a kept group; ``kept`` [ROWS] has bit g set for a kept
-    group g (one register per row instead of a row of flags).
-
-    A run never straddles two groups (``GROUP`` divides the group size). ``ALIGNED``: a lane's runs of
-    one step lie in one group (``CHUNK * GROUP`` divides the group size), so the group is looked up once
-    per lane, from the lane's first expert ``lane_first`` [LANES], instead of once per run.
-    """
-    if ALIGNED:
-        group = (lane_first // GROUP_SIZE).to(kept.dtype)  # [LANES]
-        return (((kept[:, None] >> group[None, :]) & 1) != 0)[:, :, None]
-    else:
-        group = ((run * GROUP) // GROUP_SIZE).to(kept.dtype)  # [LANES, CHUNK]
-        return ((kept[:, None, None] >> group[None, :, :]) & 1) != 0
-
-
-@triton.jit
 def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
                GROUP: tl.constexpr, WINDOW: tl.constexpr):
     """One step of a lane: CHUNK runs of GROUP experts -> their best keys, sorted descending [ROWS, LANES, CHUNK].
 
-    On the grouped path (``kept`` not None) the runs of eliminated groups get key 0, below everything.
+    On the grouped path (``kept`` [ROWS]: bit g set for a kept group g) experts of eliminated groups are
+    not read and get key 0, below everything, like padding.
     """
     PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
     run = (step * LANES + lane)[:, None] * CHUNK + member[None, :]  # [LANES, CHUNK]
