@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU session 6, run 4: software-pipelined tiles (STAGES) against unpipelined ones, then the kernel tests
+# GPU session 6, run 4 (run at commit d5dadfa, reverted after it: pipelining was slower; NOTES v4):
+# software-pipelined tiles (STAGES) against unpipelined ones, then the kernel tests
 # with the rule's new tile (a lane per row at T >= 16384 and E <= 256: STAGES = 2), then the targets.
 set -o pipefail
 export PYTHONUNBUFFERED=1

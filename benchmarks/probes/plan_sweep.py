@@ -1,6 +1,6 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
-Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --stages]
+Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
 Every sigmoid shape is also timed with its bias shifted by +8, which puts the window outside (-8, 8)
@@ -33,21 +33,12 @@ GROUPED_GRID = {  # (lanes, rows, warps, group, groups per load) per token class
         (2, 16, 1, 4, 1), (4, 16, 2, 4, 2), (1, 32, 1, 2, 1)],
 }
 GROUPED_GRID[2] = GROUPED_GRID[1]
-STAGES_GRID = [  # (lanes, rows, warps, group, groups per load, stages): software pipelining of the loops
-    (1, 32, 1, 4, 1, 1), (1, 32, 1, 4, 1, 2), (1, 32, 1, 4, 1, 3), (1, 16, 1, 4, 1, 2), (1, 64, 2, 4, 1, 2),
-    (4, 8, 1, 4, 8, 2),
-]
 MEDIUM_GRID = [(16, 1, 1, 1), (8, 2, 1, 1), (4, 4, 1, 4), (4, 8, 1, 4), (8, 4, 1, 4), (16, 2, 2, 1)]
 
 
-def candidates(call, medium=False, stages=False):
+def candidates(call, medium=False):
     yield "rule", choose_plan(call)
     tc = token_class(call.tokens)
-    if stages:
-        for lanes, rows, warps, group, per_load, depth in STAGES_GRID:
-            yield (f"bitonic L{lanes} R{rows} W{warps} G{group} P{per_load} S{depth}",
-                   bitonic_plan(call, lanes, rows, warps, group, per_load if call.grouped else 1, depth))
-        return
     if call.grouped and not call.softmax:
         yield "v1 rounds (old rule)", rounds_plan(call, tc, 8, 8) if tc == 4 else rounds_plan(call, tc)
         for lanes, rows, warps, group, per_load in GROUPED_GRID[min(tc, 3)]:
@@ -72,15 +63,11 @@ def main():
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--medium", action="store_true", help="token counts 512-4096: the medium class's tiles")
     ap.add_argument("--grouped", action="store_true", help="DeepSeek-V3's 4 of 8 groups, every token class")
-    ap.add_argument("--stages", action="store_true", help="software-pipelined tiles at T = 65536 and 8192")
     args = ap.parse_args()
     started = time.time()
     results = []
     shapes = [Shape(e, k, t) for e, k in ((256, 8), (384, 8)) for t in (65536, 8192, 1)]
     shapes += [Shape(64, 6, t) for t in (65536, 8192, 1)] + [Shape(512, 8, 65536), Shape(128, 8, 65536)]
-    if args.stages:
-        shapes = [Shape(256, 8, t, g, k) for t in (65536, 8192) for g, k in ((8, 4), (1, 1))]
-        shapes += [Shape(384, 8, 65536)]
     if args.grouped:
         shapes = [Shape(256, 8, t, 8, 4) for t in (65536, 8192, 1, 128, 1024, 2048)]
     if args.medium:
@@ -92,8 +79,8 @@ def main():
         inputs = make_inputs(shape)
         call = check_call(inputs.logits[0], shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group,
                           True, shape.scale, None)
-        arms = [(name, plan, inputs.bias) for name, plan in candidates(call, args.medium, args.stages)]
-        if not args.medium and not args.stages and not call.softmax and inputs.bias is not None:
+        arms = [(name, plan, inputs.bias) for name, plan in candidates(call, args.medium)]
+        if not args.medium and not call.softmax and inputs.bias is not None:
             arms.append(("rule, exact keys (bias + 8)", choose_plan(call), inputs.bias + 8.0))
         for name, plan, bias in arms:
             def run(i, plan=plan, bias=bias):

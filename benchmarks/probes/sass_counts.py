@@ -65,8 +65,7 @@ def path_variant(path: str):
     if path == "filtered exact":
         source = source.replace("CHUNK, 1, False)", "CHUNK, GROUP, False)")
     else:
-        source = source.replace("for step in tl.range(1, STEPS, num_stages=STAGES):",
-                                "for step in tl.static_range(1, STEPS):")
+        source = source.replace("for step in range(1, STEPS):", "for step in tl.static_range(1, STEPS):")
         source = source.replace("\n    if usable:\n", "\n    if True:\n" if path == "window" else "\n    if False:\n")
         source = source.replace("if tl.max(floored.to(tl.int32), axis=0) > 0:", "if False:")
     path = path.replace(" ", "_")

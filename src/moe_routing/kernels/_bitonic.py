@@ -172,7 +172,7 @@ def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, s
 @triton.jit
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-            GROUP: tl.constexpr, WINDOW: tl.constexpr, STAGES: tl.constexpr):
+            GROUP: tl.constexpr, WINDOW: tl.constexpr):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
     the floor [ROWS]."""
@@ -184,7 +184,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
 
     best = _step_keys(row_base, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
                       GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW)
-    for step in tl.range(1, STEPS, num_stages=STAGES):
+    for step in range(1, STEPS):
         # ascending running list against a descending chunk: their elementwise max is a bitonic
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
@@ -220,8 +220,8 @@ def _top2_combine(best_a, second_a, best_b, second_b):
 @triton.jit
 def _kept_groups(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr,
-                 BLOCK_GROUP_SIZE: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr, ROWS: tl.constexpr,
-                 STAGES: tl.constexpr):
+                 BLOCK_GROUP_SIZE: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
+                 ROWS: tl.constexpr):
     """The group stage (docs/semantics.md rule 2) in float32, like the reference: each group's score is the
     sum of its two largest valid ``c`` (its largest ``s`` without bias); the TOPK_GROUP best groups, ties to
     the lower index. Returns [ROWS]: bit g set for a kept group g (int64 beyond 32 groups).
@@ -233,7 +233,7 @@ def _kept_groups(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS:
     member = tl.arange(0, BLOCK_GROUP_SIZE)
     local = tl.arange(0, GROUPS_PER_LOAD)
     group_scores = tl.full((ROWS, BLOCK_GROUPS // GROUPS_PER_LOAD, GROUPS_PER_LOAD), float("-inf"), tl.float32)
-    for load in tl.range(0, BLOCK_GROUPS // GROUPS_PER_LOAD, num_stages=STAGES):
+    for load in range(BLOCK_GROUPS // GROUPS_PER_LOAD):
         group = load * GROUPS_PER_LOAD + local
         expert = group[:, None] * GROUP_SIZE + member[None, :]  # [GROUPS_PER_LOAD, BLOCK_GROUP_SIZE]
         exists = (group < NUM_GROUPS)[:, None] & (member < GROUP_SIZE)[None, :]
@@ -326,7 +326,6 @@ def bitonic_kernel(
     LOG2_CHUNK: tl.constexpr,
     GROUP: tl.constexpr,  # run length of the filter (divides GROUP_SIZE on the grouped path)
     GROUPS_PER_LOAD: tl.constexpr,  # group stage: groups read at once
-    STAGES: tl.constexpr,  # software pipelining of the streaming and group-stage loops (1: none)
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -336,22 +335,22 @@ def bitonic_kernel(
     kept = None
     if TOPK_GROUP < NUM_GROUPS:
         kept = _kept_groups(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
-                            TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, STAGES)
+                            TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS)
 
     offset, steps, usable = 0.0, 1.0, False
     if NUM_EXPERTS <= WINDOW_EXPERTS:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if usable:
         expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
-                                         NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True, STAGES)
+                                         NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
-                                            NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, STAGES)
+                                            NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False)
             expert = tl.where(floored[:, None], exact, expert)
             valid = tl.where(floored[:, None], exact_valid, valid)
     else:
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
-                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, STAGES)
+                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False)
 
     # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
     slot = tl.arange(0, CHUNK)
