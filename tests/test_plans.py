@@ -16,9 +16,9 @@ SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     (131, 5, 1, 1, "sigmoid", False), (32, 16, 1, 1, "sigmoid", True), (200, 9, 1, 1, "sigmoid", True),
     (256, 8, 8, 4, "sigmoid", True), (128, 8, 1, 1, "softmax", False), (1021, 31, 1, 1, "sigmoid", True),
     # grouped: DeepSeek-V3 without bias; groups of 20 (a lane's step straddles groups); 64 groups of 8;
-    # more than 512 experts (exact keys); grouped softmax (rounds)
+    # more than 512 experts (exact keys); grouped softmax (rounds); short grouped rows (no run filter)
     (256, 8, 8, 4, "sigmoid", False), (160, 6, 8, 3, "sigmoid", True), (512, 8, 64, 8, "sigmoid", True),
-    (1024, 8, 16, 4, "sigmoid", True), (160, 6, 8, 3, "softmax", False),
+    (1024, 8, 16, 4, "sigmoid", True), (160, 6, 8, 3, "softmax", False), (96, 6, 4, 2, "sigmoid", True),
 ]
 
 
