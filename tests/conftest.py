@@ -62,6 +62,13 @@ def route_every_plan(logits, topk, **kwargs):
     return results
 
 
+def assert_plans_agree(results):
+    """Batch invariance across plans: every plan of ``route_every_plan``'s results gave the same bits."""
+    _, first_w, first_i = next(iter(results.values()))
+    for tclass, (_, weights, ids) in results.items():
+        assert torch.equal(ids, first_i) and torch.equal(weights, first_w), tclass
+
+
 def route_and_check(logits, topk, **kwargs):
     """Route into poisoned buffers, check every element written and the result against float64.
 

@@ -8,7 +8,7 @@ ids written out by hand; every plan is also judged against float64 and must give
 import pytest
 import torch
 
-from conftest import DEVICE, random_bias, random_logits, route_every_plan
+from conftest import DEVICE, assert_plans_agree, random_bias, random_logits, route_every_plan
 
 NAN = float("nan")
 EXPERTS, GROUPS, KEPT, TOPK = 256, 8, 4, 8
@@ -20,10 +20,8 @@ def _ids_of_every_plan(logits, bias, **kwargs):
                                routed_scaling_factor=2.5, **kwargs)
     plans = {plan.name for plan, _, _ in results.values()}
     assert plans == {"bitonic"}, plans
-    _, first_w, first_i = next(iter(results.values()))
-    for tclass, (_, weights, ids) in results.items():
-        assert torch.equal(ids, first_i) and torch.equal(weights, first_w), tclass
-    return first_i.cpu().tolist()
+    assert_plans_agree(results)
+    return next(iter(results.values()))[2].cpu().tolist()
 
 
 def _background(rows, value=-9.0):

@@ -7,7 +7,7 @@ tests force the plan of every token class onto small batches.
 import pytest
 import torch
 
-from conftest import ON_GPU, random_bias, random_logits, route_every_plan
+from conftest import ON_GPU, assert_plans_agree, random_bias, random_logits, route_every_plan
 from moe_routing.call import check_call
 from moe_routing.kernels import all_plans, token_class
 
@@ -31,10 +31,7 @@ def test_every_plan_matches_float64(experts, topk, groups, topk_group, scoring, 
     bias = random_bias(experts, seed=experts) if with_bias else None
     results = route_every_plan(logits, topk, scoring_func=scoring, correction_bias=bias, num_expert_group=groups,
                                topk_group=topk_group, routed_scaling_factor=2.5)
-    # batch invariance across plans: every plan gives the same bits
-    _, first_w, first_i = next(iter(results.values()))
-    for tclass, (_, weights, ids) in results.items():
-        assert torch.equal(ids, first_i) and torch.equal(weights, first_w), tclass
+    assert_plans_agree(results)
 
 
 def test_rules_use_the_bitonic_kernel_where_it_applies():

@@ -3,9 +3,9 @@
 Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
-Every sigmoid shape is also timed with its bias shifted by +8, which puts the window outside (-8, 8)
-and so forces the exact 64-bit keys (kernel v2's selection) on the rule's plan: v2 and v3 side by
-side in one run.
+Every sigmoid shape is also timed with its bias shifted by +8, which puts the window outside (-4, 4)
+and so forces the exact 64-bit keys (kernel v2's selection) on the rule's plan: both encodings side
+by side in one run. Grouped shapes also time kernel v1 ("rounds") with its old rule.
 """
 
 import argparse
@@ -16,17 +16,17 @@ from pathlib import Path
 
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
-from moe_routing.kernels.launch import bitonic_plan, rounds_plan, token_class
+from moe_routing.kernels.launch import HUGE, LARGE, bitonic_plan, rounds_plan, token_class
 from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
 
-GRID = {  # (lanes, rows, warps, group) per token class
+GRID = {  # (lanes, rows, warps, group) per token class; the LARGE entry serves HUGE too
     0: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 1, 1, 1), (32, 1, 2, 1), (16, 1, 1, 2), (8, 1, 1, 2)],
     1: [(8, 8, 2, 4), (4, 8, 1, 4), (4, 8, 1, 1), (2, 16, 1, 4), (8, 4, 1, 4), (4, 16, 2, 4), (4, 8, 1, 2)],
     3: [(1, 256, 8, 4), (1, 64, 2, 4), (1, 32, 1, 4), (4, 8, 1, 4), (2, 16, 1, 4), (4, 16, 2, 4), (2, 32, 2, 4),
         (8, 8, 2, 4), (4, 8, 1, 2)],
 }
 GRID[2] = GRID[1]
-GROUPED_GRID = {  # (lanes, rows, warps, group, groups per load) per token class, DeepSeek-V3's 4 of 8 groups
+GROUPED_GRID = {  # (lanes, rows, warps, group, groups per load) per token class (LARGE serves HUGE), 4 of 8 groups
     0: [(16, 1, 1, 1, 8), (16, 1, 2, 1, 8), (8, 1, 1, 1, 8), (32, 1, 2, 1, 8), (16, 1, 1, 2, 8)],
     1: [(16, 1, 1, 1, 8), (8, 2, 1, 1, 8), (4, 4, 1, 4, 8), (4, 4, 1, 4, 1), (4, 8, 1, 4, 2)],
     3: [(1, 32, 1, 4, 1), (1, 32, 1, 4, 2), (1, 16, 1, 4, 1), (1, 64, 2, 4, 1), (4, 8, 1, 4, 1), (4, 8, 1, 4, 8),
@@ -40,8 +40,8 @@ def candidates(call, medium=False):
     yield "rule", choose_plan(call)
     tc = token_class(call.tokens)
     if call.grouped and not call.softmax:
-        yield "v1 rounds (old rule)", rounds_plan(call, tc, 8, 8) if tc == 4 else rounds_plan(call, tc)
-        for lanes, rows, warps, group, per_load in GROUPED_GRID[min(tc, 3)]:
+        yield "v1 rounds (old rule)", rounds_plan(call, tc, 8, 8) if tc == HUGE else rounds_plan(call, tc)
+        for lanes, rows, warps, group, per_load in GROUPED_GRID[min(tc, LARGE)]:
             yield (f"bitonic L{lanes} R{rows} W{warps} G{group} P{per_load}",
                    bitonic_plan(call, lanes, rows, warps, group, per_load))
         return
@@ -53,7 +53,7 @@ def candidates(call, medium=False):
         for rows, warps in ((1, 1), (1, 2), (2, 2), (4, 4), (8, 4), (8, 8)):
             yield f"rounds rows={rows} warps={warps}", rounds_plan(call, tc, rows, warps)
         return
-    for lanes, rows, warps, group in GRID[min(tc, 3)]:
+    for lanes, rows, warps, group in GRID[min(tc, LARGE)]:
         yield f"bitonic L{lanes} R{rows} W{warps} G{group}", bitonic_plan(call, lanes, rows, warps, group)
 
 

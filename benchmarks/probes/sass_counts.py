@@ -66,6 +66,7 @@ def path_variant(path: str):
         source = source.replace("CHUNK, 1, False)", "CHUNK, GROUP, False)")
     else:
         source = source.replace("for step in range(1, STEPS):", "for step in tl.static_range(1, STEPS):")
+        source = source.replace("for load in range(", "for load in tl.static_range(")  # the group stage
         source = source.replace("\n    if usable:\n", "\n    if True:\n" if path == "window" else "\n    if False:\n")
         source = source.replace("if tl.max(floored.to(tl.int32), axis=0) > 0:", "if False:")
     path = path.replace(" ", "_")
@@ -128,4 +129,11 @@ if __name__ == "__main__":
     filtered = shipped._replace(kernel=path_variant("filtered exact"))
     print("registers per thread (lane per row, runs of 4): shipped", registers(shipped),
           "- if the exact keys used the run filter too", registers(filtered))
+    # grouped (DeepSeek-V3: 8 groups of 32, 4 kept) with a lane per row, the rule's HUGE tile: the group
+    # stage plus the masked stream, per logit, against the flat path on the same tile
+    grouped = check_call(torch.zeros(1, 256), 8, "sigmoid", torch.zeros(256), 8, 4, True, 1.0, None)
+    for name, c in (("flat", call), ("grouped 4 of 8", grouped)):
+        print(f"{name}, window keys, lane per row, 32 rows:", end=" ")
+        count(bitonic_plan(c, 1, 32, 1, 4)._replace(kernel=window), 256)
+        print(f"{name}: registers per thread of the shipped tile", registers(bitonic_plan(c, 1, 32, 1, 4)))
     float64_max_min()

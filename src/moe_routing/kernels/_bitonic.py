@@ -5,14 +5,15 @@ as the semantics do (larger choice value ``c`` first, ties to the lower index, i
 valid ones, padding last); ``LANES`` lanes share a row; each lane streams its experts, keeps its top
 ``CHUNK`` keys with a bitonic merge per step, and the lanes' lists merge into the row's top ``CHUNK``.
 
-Grouped routing (some group can be eliminated) runs a group stage first (``_kept_groups``): each
+Grouped routing (some group can be eliminated) runs a group stage first (``_kept_group_bits``): each
 group's score in float32 from the row, ``GROUPS_PER_LOAD`` groups per load, exactly as the reference
 forms it (the sum of the two largest valid ``c``, by a pairwise max/min and an exact top-2 merge), and
 the groups' ranks. The selection then streams every expert as on the flat path, and an expert of an
 eliminated group is not read and gets key 0 (below everything), so the same streaming code and tiles
-serve both paths; a run of the filter never straddles two groups (``GROUP`` divides the group size). (Streaming only the kept groups' experts instead needs a per-row gather of positions and of
-the bias, whose layout conversions cost more than the masked half of the stream: 50 vs 46
-instructions per logit, ``benchmarks/probes/sass_counts.py``.)
+serve both paths; a run of the filter never straddles two groups (``GROUP`` divides the group size).
+(Streaming only the kept groups' experts instead needs a per-row gather of positions and of the bias,
+whose layout conversions cost more than the masked half of the stream: 50 vs 46 instructions per
+logit in session 6's static counts, benchmarks/NOTES.md v4.)
 
 Two key encodings. Which one a row gets depends only on the bias and on that row, never on the
 batch or the tile, so results stay batch-invariant:
@@ -45,7 +46,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import finish_weights, sigmoid_scores
+from ._common import finish_weights, kept_groups, sigmoid_scores, top2_group_score
 
 # exact keys
 POSITION_BITS = tl.constexpr(20)
@@ -218,7 +219,7 @@ def _top2_combine(best_a, second_a, best_b, second_b):
 
 
 @triton.jit
-def _kept_groups(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS: tl.constexpr,
+def _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr,
                  BLOCK_GROUP_SIZE: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
                  ROWS: tl.constexpr):
@@ -247,25 +248,18 @@ def _kept_groups(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS:
             choice = tl.where(valid, choice + bias, float("-inf"))
             if BLOCK_GROUP_SIZE == 1:
                 best = tl.reshape(choice, (ROWS, GROUPS_PER_LOAD))
-                second = tl.zeros_like(best)
+                second = tl.full(best.shape, float("-inf"), tl.float32)
             else:  # pairs first (one max and one min per two experts), then merge the pairs
                 left, right = tl.split(tl.reshape(choice, (ROWS, GROUPS_PER_LOAD, BLOCK_GROUP_SIZE // 2, 2)))
                 best, second = tl.reduce((tl.maximum(left, right), tl.minimum(left, right)), 2, _top2_combine)
-                second = tl.where(second == float("-inf"), 0.0, second)
-            score = tl.where(best == float("-inf"), best, best + second)  # [ROWS, GROUPS_PER_LOAD]
+            score = top2_group_score(best, second)  # [ROWS, GROUPS_PER_LOAD]
         else:
             score = tl.max(tl.where(valid, choice, float("-inf")), axis=2)
         here = tl.arange(0, BLOCK_GROUPS // GROUPS_PER_LOAD)[None, :, None] == load
         group_scores = tl.where(here, score[:, None, :], group_scores)
-    group_scores = tl.reshape(group_scores, (ROWS, BLOCK_GROUPS))
 
-    # rank of group g = real groups h beating it (higher score, or equal score and lower index)
+    kept = kept_groups(tl.reshape(group_scores, (ROWS, BLOCK_GROUPS)), NUM_GROUPS, TOPK_GROUP, BLOCK_GROUPS)
     g = tl.arange(0, BLOCK_GROUPS)
-    mine = group_scores[:, :, None]
-    other = group_scores[:, None, :]
-    beats = ((other > mine) | ((other == mine) & (g[None, None, :] < g[None, :, None]))) & (g < NUM_GROUPS)[None, None, :]
-    rank = tl.sum(beats.to(tl.int32), axis=2)  # [ROWS, BLOCK_GROUPS]; a permutation on the real groups
-    kept = (rank < TOPK_GROUP) & (g < NUM_GROUPS)[None, :]
     if BLOCK_GROUPS > 32:
         return tl.sum(tl.where(kept, tl.full((), 1, tl.int64) << g.to(tl.int64)[None, :], 0), axis=1)
     else:
@@ -334,7 +328,7 @@ def bitonic_kernel(
     # grouped: rank the groups first, then select among the kept groups' experts
     kept = None
     if TOPK_GROUP < NUM_GROUPS:
-        kept = _kept_groups(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
+        kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
                             TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS)
 
     offset, steps, usable = 0.0, 1.0, False

@@ -26,6 +26,28 @@ def tree_sum(x, ROWS: tl.constexpr, N: tl.constexpr, LOG2_N: tl.constexpr):
 
 
 @triton.jit
+def top2_group_score(best, second):
+    """Rule 2's group score from a group's two largest valid ``c`` (-inf where missing): their sum; the
+    largest alone when there is no second; -inf for a group with no valid expert."""
+    return tl.where(best == float("-inf"), best, best + tl.where(second == float("-inf"), 0.0, second))
+
+
+@triton.jit
+def kept_groups(group_scores, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr):
+    """[ROWS, BLOCK_GROUPS] mask of the TOPK_GROUP best groups of each row (rule 2: ties to the lower index).
+
+    The rank of group g is the number of real groups beating it (higher score, or an equal score and a
+    lower index): a permutation of the real groups, so exactly TOPK_GROUP of them are kept.
+    """
+    g = tl.arange(0, BLOCK_GROUPS)
+    mine = group_scores[:, :, None]
+    other = group_scores[:, None, :]
+    beats = ((other > mine) | ((other == mine) & (g[None, None, :] < g[None, :, None]))) & (g < NUM_GROUPS)[None, None, :]
+    rank = tl.sum(beats.to(tl.int32), axis=2)
+    return (rank < TOPK_GROUP) & (g < NUM_GROUPS)[None, :]
+
+
+@triton.jit
 def finish_weights(chosen_scores, slot, TOPK: tl.constexpr, RENORMALIZE: tl.constexpr, ROWS: tl.constexpr,
                    BLOCK_K: tl.constexpr, LOG2_BLOCK_K: tl.constexpr, scale):
     """Rule 4: renormalise by the float32 sum (1/K on a zero sum), then scale. Padding slots hold 0."""
@@ -41,4 +63,4 @@ def log2(n: int) -> int:
     return n.bit_length() - 1
 
 
-__all__ = ["finish_weights", "log2", "sigmoid_scores", "tree_sum"]
+__all__ = ["finish_weights", "kept_groups", "log2", "sigmoid_scores", "top2_group_score", "tree_sum"]

@@ -15,7 +15,7 @@ experts), then ``INVALID`` (non-finite logit or bias: after every valid expert),
 import triton
 import triton.language as tl
 
-from ._common import finish_weights, sigmoid_scores, tree_sum
+from ._common import finish_weights, kept_groups, sigmoid_scores, top2_group_score, tree_sum
 
 TAKEN = tl.constexpr(-(2**31))
 INVALID = tl.constexpr(-(2**31) + 1)
@@ -102,18 +102,10 @@ def rounds_kernel(
             best, best_at = tl.max(per_group, axis=2, return_indices=True, return_indices_tie_break_left=True)
             slot = tl.arange(0, BLOCK_GROUP_SIZE)[None, None, :]
             second = tl.max(tl.where(slot == best_at[:, :, None], float("-inf"), per_group), axis=2)
-            second = tl.where(second == float("-inf"), 0.0, second)
-            group_score = tl.where(best == float("-inf"), best, best + second)
+            group_score = top2_group_score(best, second)
         else:
             group_score = tl.max(per_group, axis=2)
-        # rank of group g = groups h beating it (higher score, or equal score and lower index)
-        g = tl.arange(0, BLOCK_GROUPS)
-        mine = group_score[:, :, None]
-        other = group_score[:, None, :]
-        beats = (other > mine) | ((other == mine) & (g[None, None, :] < g[None, :, None]))
-        beats = beats & (g < NUM_GROUPS)[None, None, :]
-        rank = tl.sum(beats.to(tl.int32), axis=2)
-        kept = (rank < TOPK_GROUP) & (g < NUM_GROUPS)[None, :]
+        kept = kept_groups(group_score, NUM_GROUPS, TOPK_GROUP, BLOCK_GROUPS)
         kept = tl.broadcast_to(kept[:, :, None], (ROWS, BLOCK_GROUPS, BLOCK_GROUP_SIZE))
         allowed = allowed & tl.reshape(kept, (ROWS, BLOCK))
 

@@ -2,9 +2,9 @@
 
 Two kernels share one runtime argument list: ``rounds`` (every scoring, grouping and size: K rounds of
 one fused max over the row held in registers) and ``bitonic`` (sigmoid scoring, flat or grouped,
-K <= 16, E >= 32: a group stage, then streaming bitonic top-k on packed keys; see _bitonic.py). Rules depend on the shape and on a
-*token class*, never on autotuning at call time (which would break CUDA-graph capture and cost
-seconds on a first call). Measurements behind the rules: benchmarks/NOTES.md.
+K <= 16, E >= 32: a group stage, then streaming bitonic top-k on packed keys; see _bitonic.py). Rules
+depend on the shape and on a *token class*, never on autotuning at call time (which would break
+CUDA-graph capture and cost seconds on a first call). Measurements behind the rules: benchmarks/NOTES.md.
 
 Launching: Triton's ``kernel[grid](...)`` re-derives the specialisation of every argument in Python on
 each call (tens of µs of host time for these kernels). The first call of a plan goes through it once;
