@@ -1,0 +1,55 @@
+"""Launch the rule's kernel once per target shape, for Nsight Compute to profile (issue 3).
+
+Run (on the GPU machine; Firecracker runtime, where ncu reads the counters):
+    ncu --clock-control none --kernel-name regex:bitonic_kernel --launch-skip N --set full -o REPORT \
+        python3 benchmarks/probes/ncu_targets.py [--shapes flat65536,grouped65536,...]
+where N is the number of warm-up launches this script prints first (``warmup_launches=N``), so that
+only the timed launch of each shape, in the order given, is profiled. Caches are flushed between
+ncu's passes (its default), like the harness's rotating input sets.
+"""
+
+import argparse
+
+import torch
+
+from moe_routing.call import check_call
+from moe_routing.kernels import launch
+from moe_routing.measure.bench import Shape, make_inputs
+
+SHAPES = {
+    "flat1": Shape(256, 8, 1),
+    "flat8192": Shape(256, 8, 8192),
+    "flat65536": Shape(256, 8, 65536),
+    "wide65536": Shape(384, 8, 65536),
+    "small65536": Shape(64, 6, 65536),
+    "grouped1": Shape(256, 8, 1, 8, 4),
+    "grouped65536": Shape(256, 8, 65536, 8, 4),
+}
+WARMUPS = 2
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="flat65536,grouped65536,flat1,wide65536,flat8192")
+    args = ap.parse_args()
+    names = args.shapes.split(",")
+    runs = []
+    for name in names:
+        shape = SHAPES[name]
+        inputs = make_inputs(shape, l2_bytes=0)  # two input sets: ncu flushes the caches itself
+        call = check_call(inputs.logits[0], shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group,
+                          True, shape.scale, None)
+        runs.append((call, inputs))
+    print(f"warmup_launches={WARMUPS * len(runs)}", flush=True)
+    for call, inputs in runs:  # compile and warm: the launches ncu skips
+        for i in range(WARMUPS):
+            launch(call, inputs.logits[i % 2], inputs.bias, inputs.weights, inputs.ids)
+    torch.cuda.synchronize()
+    for name, (call, inputs) in zip(names, runs):
+        launch(call, inputs.logits[1], inputs.bias, inputs.weights, inputs.ids)
+        torch.cuda.synchronize()
+        print(f"profiled {name}: {SHAPES[name].label} T={SHAPES[name].tokens}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
