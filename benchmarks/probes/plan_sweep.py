@@ -1,7 +1,13 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
-Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped]
+Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --ab FILE]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
+
+``--ab FILE`` compares kernel versions instead of tiles, at the issue's target shapes: the rule's plan
+of the tree, the same plan without the step-ahead loads, and the same plan run by the bitonic kernel
+module in FILE (an earlier version, e.g. ``git show REV:src/moe_routing/kernels/_bitonic.py > FILE``),
+interleaved over ``--rounds`` rounds; each line gives the median of the round medians and the
+same-arm drift (the spread of that arm's round medians).
 
 Every sigmoid shape is also timed with its bias shifted by +8, which puts the window outside (-4, 4)
 and so forces the exact 64-bit keys (kernel v2's selection) on the rule's plan: both encodings side
@@ -9,8 +15,11 @@ by side in one run. Grouped shapes also time kernel v1 ("rounds") with its old r
 """
 
 import argparse
+import importlib.util
 import json
 import statistics
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,13 +66,41 @@ def candidates(call, medium=False):
         yield f"bitonic L{lanes} R{rows} W{warps} G{group}", bitonic_plan(call, lanes, rows, warps, group)
 
 
+def load_kernel_file(path: str):
+    """The ``bitonic_kernel`` of a kernel module file (an earlier version of kernels/_bitonic.py)."""
+    source = Path(path).read_text().replace("from ._common import", "from moe_routing.kernels._common import")
+    folder = Path(tempfile.mkdtemp())
+    (folder / "bitonic_baseline.py").write_text(source)
+    spec = importlib.util.spec_from_file_location("bitonic_baseline", folder / "bitonic_baseline.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # triton.jit reads the source through inspect
+    spec.loader.exec_module(module)
+    return module.bitonic_kernel
+
+
+def ab_arms(call, baseline):
+    """The rule's plan, without step-ahead loads, and run by the baseline kernel (its own constexprs)."""
+    plan = choose_plan(call)
+    yield "rule", plan
+    if plan.name != "bitonic":
+        return
+    yield "rule, no prefetch", plan._replace(constexprs={**plan.constexprs, "PREFETCH": False})
+    params = set(baseline.arg_names)
+    yield "baseline kernel, rule's tile", plan._replace(
+        kernel=baseline, constexprs={k: v for k, v in plan.constexprs.items() if k in params})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--medium", action="store_true", help="token counts 512-4096: the medium class's tiles")
     ap.add_argument("--grouped", action="store_true", help="DeepSeek-V3's 4 of 8 groups, every token class")
+    ap.add_argument("--ab", metavar="FILE", help="kernel versions at the target shapes (see the docstring)")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
     args = ap.parse_args()
+    baseline = load_kernel_file(args.ab) if args.ab else None
+    rounds = args.rounds if args.rounds > 1 or not args.ab else 3
     started = time.time()
     results = []
     shapes = [Shape(e, k, t) for e, k in ((256, 8), (384, 8)) for t in (65536, 8192, 1)]
@@ -72,6 +109,9 @@ def main():
         shapes = [Shape(256, 8, t, 8, 4) for t in (65536, 8192, 1, 128, 1024, 2048)]
     if args.medium:
         shapes = [Shape(e, k, t) for e, k in ((256, 8), (384, 8), (64, 6)) for t in (512, 1024, 2048, 4095)]
+    if args.ab:
+        shapes = [Shape(256, 8, t) for t in (1, 128, 8192, 65536)] + [Shape(384, 8, t) for t in (1, 8192, 65536)]
+        shapes += [Shape(64, 6, t) for t in (1, 128, 65536)] + [Shape(256, 8, t, 8, 4) for t in (1, 128, 8192, 65536)]
     for shape in shapes:
         if time.time() - started > args.budget_s:
             print("budget spent; stopping", flush=True)
@@ -79,22 +119,36 @@ def main():
         inputs = make_inputs(shape)
         call = check_call(inputs.logits[0], shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group,
                           True, shape.scale, None)
-        arms = [(name, plan, inputs.bias) for name, plan in candidates(call, args.medium)]
-        if not args.medium and not call.softmax and inputs.bias is not None:
+        if baseline is not None:
+            arms = [(name, plan, inputs.bias) for name, plan in ab_arms(call, baseline)]
+        else:
+            arms = [(name, plan, inputs.bias) for name, plan in candidates(call, args.medium)]
+        if not args.medium and not args.ab and not call.softmax and inputs.bias is not None:
             arms.append(("rule, exact keys (bias + 8)", choose_plan(call), inputs.bias + 8.0))
-        for name, plan, bias in arms:
-            def run(i, plan=plan, bias=bias):
-                launch(call, inputs.logits[i], bias, inputs.weights, inputs.ids, plan=plan)
-            try:
-                times = graph_time_us(run, len(inputs.logits), 50, 10)
-            except Exception as error:  # a tile that does not compile is recorded, not fatal
-                print(f"{shape.label} T={shape.tokens} {name}: FAILED {type(error).__name__} {str(error)[:120]}")
+        per_round = {name: [] for name, _, _ in arms}
+        replays = {name: [] for name, _, _ in arms}
+        for _ in range(rounds):  # arms interleaved: A B C A B C ...
+            for name, plan, bias in arms:
+                def run(i, plan=plan, bias=bias):
+                    launch(call, inputs.logits[i], bias, inputs.weights, inputs.ids, plan=plan)
+                try:
+                    times = graph_time_us(run, len(inputs.logits), 50, 10)
+                except Exception as error:  # a tile that does not compile is recorded, not fatal
+                    print(f"{shape.label} T={shape.tokens} {name}: FAILED {type(error).__name__} {str(error)[:120]}")
+                    continue
+                per_round[name].append(statistics.median(times))
+                replays[name] += times
+        for name, medians in per_round.items():
+            if not medians:
                 continue
-            med = statistics.median(times)
+            med = statistics.median(medians)
+            times = replays[name]
+            drift = (max(medians) - min(medians)) / med
             results.append(dict(label=shape.label, tokens=shape.tokens, plan=name, median_us=med,
-                                min_us=min(times), max_us=max(times)))
+                                min_us=min(times), max_us=max(times), round_medians_us=medians, drift=drift))
             spread = f"[{min(times):.2f}-{max(times):.2f}]"
-            print(f"{shape.label:>20} T={shape.tokens:<6} {name:34s} {med:8.2f} us  {spread}", flush=True)
+            extra = f" drift {100 * drift:.1f}%" if rounds > 1 else ""
+            print(f"{shape.label:>20} T={shape.tokens:<6} {name:34s} {med:8.2f} us  {spread}{extra}", flush=True)
         Path(args.out, "plan_sweep.json").write_text(json.dumps(results, indent=1))
 
 

@@ -134,34 +134,57 @@ def _key_expert(key, WINDOW: tl.constexpr):
 
 
 @triton.jit
-def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
-               NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-               GROUP: tl.constexpr, WINDOW: tl.constexpr):
-    """One step of a lane: CHUNK runs of GROUP experts -> their best keys, sorted descending [ROWS, LANES, CHUNK].
-
-    On the grouped path (``kept`` [ROWS]: bit g set for a kept group g) experts of eliminated groups are
-    not read and get key 0, below everything, like padding.
-    """
-    PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
+def _step_experts(lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr,
+                  LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr):
+    """The experts a lane reads at one step, [LANES, CHUNK, GROUP], and which of them are read
+    ([1 or ROWS, LANES, CHUNK, GROUP]): real experts, of a kept group on the grouped path (``kept``
+    [ROWS]: bit g set for a kept group g)."""
     run = (step * LANES + lane)[:, None] * CHUNK + member[None, :]  # [LANES, CHUNK]
     expert = run[:, :, None] * GROUP + within[None, None, :]  # [LANES, CHUNK, GROUP]
     exists = expert < NUM_EXPERTS
     if kept is None:
-        if PADDED:
-            x = tl.load(row_base + expert[None], mask=row_ok[:, None, None, None] & exists[None], other=0.0)
-        else:
-            x = tl.load(row_base + expert[None], mask=row_ok[:, None, None, None], other=0.0)
         present = exists[None]
     else:  # experts of eliminated groups are not read, and get key 0 like padding
         group = (expert // GROUP_SIZE).to(kept.dtype)
         present = exists[None] & (((kept[:, None, None, None] >> group[None]) & 1) != 0)
-        x = tl.load(row_base + expert[None], mask=row_ok[:, None, None, None] & present, other=0.0)
+    return expert, present
+
+
+@triton.jit
+def _step_load(row_base, lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr,
+               GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr):
+    """The raw logits a lane reads at one step [ROWS, LANES, CHUNK, GROUP] (0 where not read). Rows
+    past the end are clamped to the last row by the caller, so only padding and eliminated groups
+    need a mask (an unmasked load needs no predicate and no zeroing)."""
+    expert, present = _step_experts(lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP)
+    if kept is None and NUM_EXPERTS % (LANES * CHUNK * GROUP) == 0:
+        return tl.load(row_base + expert[None])
+    return tl.load(row_base + expert[None], mask=present, other=0.0)
+
+
+@triton.jit
+def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
+               NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
+               GROUP: tl.constexpr, WINDOW: tl.constexpr):
+    """One step of a lane from its logits ``x`` (``_step_load``): CHUNK runs of GROUP experts -> their best
+    keys, sorted descending [ROWS, LANES, CHUNK]. Experts of eliminated groups get key 0, below everything."""
+    PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
+    expert, present = _step_experts(lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP)
+    exists = expert < NUM_EXPERTS
     bias = None
     if bias_ptr is not None:
-        if PADDED:
-            bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
+        if LANES == 1:
+            # a lane per row: loaded by every row in the logits' layout (the same addresses: L1
+            # broadcasts), not loaded once and spread through shared memory (a barrier per step)
+            spread = expert[None] + tl.zeros_like(row_ok).to(tl.int32)[:, None, None, None]
         else:
-            bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
+            spread = expert
+        if PADDED:
+            bias = tl.load(bias_ptr + spread, mask=exists, other=0.0).to(tl.float32)
+        else:
+            bias = tl.load(bias_ptr + spread).to(tl.float32)
+        if LANES != 1:
+            bias = bias[None]
     keys = _keys(x, bias, expert[None], present, offset, scale, WINDOW, PADDED or kept is not None)
     if GROUP > 1:
         keys = tl.max(keys, axis=3)
@@ -173,7 +196,7 @@ def _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, s
 @triton.jit
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-            GROUP: tl.constexpr, WINDOW: tl.constexpr):
+            GROUP: tl.constexpr, WINDOW: tl.constexpr, PREFETCH: tl.constexpr):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
     the floor [ROWS]."""
@@ -183,13 +206,28 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
     within = tl.arange(0, GROUP)
     row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
 
-    best = _step_keys(row_base, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
+    # PREFETCH: the next step's logits are loaded before this step's keys and merge, so that their
+    # memory latency overlaps that work (in registers; Triton's num_stages pipelining through shared
+    # memory was slower, benchmarks/NOTES.md v4)
+    x = _step_load(row_base, lane, member, within, 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP)
+    if PREFETCH:
+        x_next = _step_load(row_base, lane, member, within, min(1, STEPS - 1), kept, NUM_EXPERTS, GROUP_SIZE,
+                            LANES, CHUNK, GROUP)
+    best = _step_keys(x, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
                       GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW)
     for step in range(1, STEPS):
+        if PREFETCH:
+            x = x_next
+            # the last step reloads itself (cache hits) rather than branch
+            x_next = _step_load(row_base, lane, member, within, tl.minimum(step + 1, STEPS - 1), kept,
+                                NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP)
+        else:
+            x = _step_load(row_base, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
+                           GROUP)
         # ascending running list against a descending chunk: their elementwise max is a bitonic
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
-                          _step_keys(row_base, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
+                          _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                                      NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW))
     best = tl.topk(tl.reshape(best, (ROWS, LANES * CHUNK)), CHUNK, dim=1)  # merge the lanes of each row
     expert, valid = _key_expert(best, WINDOW)
@@ -201,7 +239,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
         if kept is not None:
             exists = exists & (best != 0)[:, :, None]
         x = tl.load(logits_ptr + rows64[:, None, None] * stride_l_row + candidate,
-                    mask=row_ok[:, None, None] & exists, other=0.0)
+                    mask=exists, other=0.0)
         bias = None
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + candidate, mask=exists, other=0.0).to(tl.float32)
@@ -219,10 +257,31 @@ def _top2_combine(best_a, second_a, best_b, second_b):
 
 
 @triton.jit
-def _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS: tl.constexpr,
+def _group_experts(load, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr,
+                   GROUPS_PER_LOAD: tl.constexpr):
+    """The experts of the group stage's load ``load`` [GROUPS_PER_LOAD, BLOCK_GROUP_SIZE] and which exist."""
+    group = load * GROUPS_PER_LOAD + tl.arange(0, GROUPS_PER_LOAD)
+    member = tl.arange(0, BLOCK_GROUP_SIZE)
+    expert = group[:, None] * GROUP_SIZE + member[None, :]
+    return expert, (group < NUM_GROUPS)[:, None] & (member < GROUP_SIZE)[None, :]
+
+
+@triton.jit
+def _group_load(logits_ptr, rows64, stride_l_row, load, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr,
+                BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr):
+    """The raw logits of one group-stage load [ROWS, GROUPS_PER_LOAD, BLOCK_GROUP_SIZE] (0 where none)."""
+    expert, exists = _group_experts(load, NUM_GROUPS, GROUP_SIZE, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD)
+    ptrs = logits_ptr + rows64[:, None, None] * stride_l_row + expert[None]
+    if NUM_GROUPS == BLOCK_GROUPS and GROUP_SIZE == BLOCK_GROUP_SIZE:
+        return tl.load(ptrs)
+    return tl.load(ptrs, mask=exists[None], other=0.0)
+
+
+@triton.jit
+def _kept_group_bits(logits_ptr, bias_ptr, rows64, stride_l_row, NUM_GROUPS: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr,
                  BLOCK_GROUP_SIZE: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
-                 ROWS: tl.constexpr):
+                 ROWS: tl.constexpr, PREFETCH: tl.constexpr):
     """The group stage (docs/semantics.md rule 2) in float32, like the reference: each group's score is the
     sum of its two largest valid ``c`` (its largest ``s`` without bias); the TOPK_GROUP best groups, ties to
     the lower index. Returns [ROWS]: bit g set for a kept group g (int64 beyond 32 groups).
@@ -231,19 +290,27 @@ def _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GRO
     zero below 1e-37: differences that small are near ties, docs/semantics.md), the same float32 numbers
     in every plan and either key encoding.
     """
-    member = tl.arange(0, BLOCK_GROUP_SIZE)
-    local = tl.arange(0, GROUPS_PER_LOAD)
-    group_scores = tl.full((ROWS, BLOCK_GROUPS // GROUPS_PER_LOAD, GROUPS_PER_LOAD), float("-inf"), tl.float32)
-    for load in range(BLOCK_GROUPS // GROUPS_PER_LOAD):
-        group = load * GROUPS_PER_LOAD + local
-        expert = group[:, None] * GROUP_SIZE + member[None, :]  # [GROUPS_PER_LOAD, BLOCK_GROUP_SIZE]
-        exists = (group < NUM_GROUPS)[:, None] & (member < GROUP_SIZE)[None, :]
-        x = tl.load(logits_ptr + rows64[:, None, None] * stride_l_row + expert[None],
-                    mask=row_ok[:, None, None] & exists[None], other=0.0).to(tl.float32)
+    LOADS: tl.constexpr = BLOCK_GROUPS // GROUPS_PER_LOAD
+    group_scores = tl.full((ROWS, LOADS, GROUPS_PER_LOAD), float("-inf"), tl.float32)
+    # PREFETCH: the next load's logits are read before this load's work (as in _select)
+    if PREFETCH:
+        x_next = _group_load(logits_ptr, rows64, stride_l_row, 0, NUM_GROUPS, GROUP_SIZE, BLOCK_GROUPS,
+                             BLOCK_GROUP_SIZE, GROUPS_PER_LOAD)
+    for load in range(LOADS):
+        if PREFETCH:
+            x = x_next.to(tl.float32)
+            x_next = _group_load(logits_ptr, rows64, stride_l_row, tl.minimum(load + 1, LOADS - 1), NUM_GROUPS,
+                                 GROUP_SIZE, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD)
+        else:
+            x = _group_load(logits_ptr, rows64, stride_l_row, load, NUM_GROUPS, GROUP_SIZE, BLOCK_GROUPS,
+                            BLOCK_GROUP_SIZE, GROUPS_PER_LOAD).to(tl.float32)
+        expert, exists = _group_experts(load, NUM_GROUPS, GROUP_SIZE, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD)
         valid = exists[None] & (tl.abs(x) < float("inf"))
         choice = _window_sigmoid(x)
         if bias_ptr is not None:
-            bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
+            # loaded by every row in the logits' layout (L1 broadcasts), not spread through shared memory
+            spread = expert[None] + tl.zeros_like(rows64).to(tl.int32)[:, None, None]
+            bias = tl.load(bias_ptr + spread, mask=exists[None], other=0.0).to(tl.float32)
             valid = valid & (tl.abs(bias) < float("inf"))
             choice = tl.where(valid, choice + bias, float("-inf"))
             if BLOCK_GROUP_SIZE == 1:
@@ -255,7 +322,7 @@ def _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GRO
             score = top2_group_score(best, second)  # [ROWS, GROUPS_PER_LOAD]
         else:
             score = tl.max(tl.where(valid, choice, float("-inf")), axis=2)
-        here = tl.arange(0, BLOCK_GROUPS // GROUPS_PER_LOAD)[None, :, None] == load
+        here = tl.arange(0, LOADS)[None, :, None] == load
         group_scores = tl.where(here, score[:, None, :], group_scores)
 
     kept = kept_groups(tl.reshape(group_scores, (ROWS, BLOCK_GROUPS)), NUM_GROUPS, TOPK_GROUP, BLOCK_GROUPS)
@@ -320,36 +387,39 @@ def bitonic_kernel(
     LOG2_CHUNK: tl.constexpr,
     GROUP: tl.constexpr,  # run length of the filter (divides GROUP_SIZE on the grouped path)
     GROUPS_PER_LOAD: tl.constexpr,  # group stage: groups read at once
+    PREFETCH: tl.constexpr,  # load each step's logits one step ahead
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
-    rows64 = rows.to(tl.int64)
+    # rows past the end re-read the last row, so that loads need no row mask; only stores check row_ok
+    rows64 = tl.minimum(rows, num_rows - 1).to(tl.int64)
 
     # grouped: rank the groups first, then select among the kept groups' experts
     kept = None
     if TOPK_GROUP < NUM_GROUPS:
-        kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
-                            TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS)
+        kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, stride_l_row, NUM_GROUPS, GROUP_SIZE,
+                            TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
 
     offset, steps, usable = 0.0, 1.0, False
     if NUM_EXPERTS <= WINDOW_EXPERTS:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if usable:
         expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
-                                         NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True)
+                                         NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True, PREFETCH)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
-                                            NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False)
+                                            NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH)
             expert = tl.where(floored[:, None], exact, expert)
             valid = tl.where(floored[:, None], exact_valid, valid)
     else:
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
-                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False)
+                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH)
 
     # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
     slot = tl.arange(0, CHUNK)
     out_mask = row_ok[:, None] & (slot < TOPK)[None, :]
-    x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=out_mask & valid, other=0.0)
+    # unmasked (an invalid pick's index is clamped): predicated loads into one register ran one by one
+    x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + tl.minimum(expert, NUM_EXPERTS - 1))
     chosen = tl.where(out_mask, sigmoid_scores(x.to(tl.float32), valid), 0.0)
     weights = finish_weights(chosen, slot, TOPK, RENORMALIZE, ROWS, CHUNK, LOG2_CHUNK, scale)
 

@@ -72,9 +72,9 @@ def bitonic_supported(call: RoutingCall) -> bool:
 
 
 def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
-                 groups_per_load: int = 1) -> Plan:
+                 groups_per_load: int = 1, prefetch: bool = True) -> Plan:
     """A bitonic tile. ``group`` (runs of the filter) must divide the group size; ``groups_per_load`` is
-    how many groups the group stage reads at once."""
+    how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead."""
     chunk = max(8, triton.next_power_of_2(call.topk))
     block_groups = triton.next_power_of_2(call.num_groups)
     assert (not call.grouped or call.group_size % group == 0) and block_groups % groups_per_load == 0
@@ -83,7 +83,7 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group, BLOCK_GROUPS=block_groups,
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
                       ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
-                      GROUPS_PER_LOAD=groups_per_load)
+                      GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
