@@ -4,8 +4,7 @@ Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
 ``--ab FILE`` compares kernel versions instead of tiles, at the issue's target shapes: the rule's plan
-of the tree, the same plan without the step-ahead loads, and the same plan run by the bitonic kernel
-module in FILE (an earlier version, e.g. ``git show REV:src/moe_routing/kernels/_bitonic.py > FILE``),
+of the tree, its variants (``ab_arms``), and the same tile run by the bitonic kernel module in FILE (an earlier version, e.g. ``git show REV:src/moe_routing/kernels/_bitonic.py > FILE``),
 interleaved over ``--rounds`` rounds; each line gives the median of the round medians and the
 same-arm drift (the spread of that arm's round medians).
 
@@ -79,15 +78,25 @@ def load_kernel_file(path: str):
 
 
 def ab_arms(call, baseline):
-    """The rule's plan, without step-ahead loads, and run by the baseline kernel (its own constexprs)."""
+    """The rule's plan; its variants with the step-ahead loads and (a lane per row) the per-row bias
+    load switched; for many tokens and long rows the four-lane tile with step-ahead loads; and the rule's
+    tile run by the baseline kernel (its own constexprs)."""
     plan = choose_plan(call)
     yield "rule", plan
     if plan.name != "bitonic":
         return
-    yield "rule, no prefetch", plan._replace(constexprs={**plan.constexprs, "PREFETCH": False})
+    c = plan.constexprs
+    flags = [(p, b) for p in (False, True) for b in ((False, True) if c["LANES"] == 1 else (False,))]
+    for prefetch, per_row in flags:
+        if (prefetch, per_row) != (c["PREFETCH"], c["BIAS_PER_ROW"]):
+            yield (f"rule's tile, prefetch={int(prefetch)} bias/row={int(per_row)}",
+                   plan._replace(constexprs={**c, "PREFETCH": prefetch, "BIAS_PER_ROW": per_row}))
+    if token_class(call.tokens) == HUGE and call.experts >= 128 and c["LANES"] == 1:
+        group = c["GROUP"]
+        yield f"L4 R8 W1 G{group}, prefetch=1", bitonic_plan(call, 4, 8, 1, group, c["BLOCK_GROUPS"], True)
     params = set(baseline.arg_names)
     yield "baseline kernel, rule's tile", plan._replace(
-        kernel=baseline, constexprs={k: v for k, v in plan.constexprs.items() if k in params})
+        kernel=baseline, constexprs={k: v for k, v in c.items() if k in params})
 
 
 def main():

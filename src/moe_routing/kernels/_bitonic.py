@@ -165,7 +165,7 @@ def _step_load(row_base, lane, member, within, step, kept, NUM_EXPERTS: tl.const
 @triton.jit
 def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-               GROUP: tl.constexpr, WINDOW: tl.constexpr):
+               GROUP: tl.constexpr, WINDOW: tl.constexpr, BIAS_PER_ROW: tl.constexpr):
     """One step of a lane from its logits ``x`` (``_step_load``): CHUNK runs of GROUP experts -> their best
     keys, sorted descending [ROWS, LANES, CHUNK]. Experts of eliminated groups get key 0, below everything."""
     PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
@@ -173,7 +173,7 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
     exists = expert < NUM_EXPERTS
     bias = None
     if bias_ptr is not None:
-        if LANES == 1:
+        if LANES == 1 and BIAS_PER_ROW:
             # a lane per row: loaded by every row in the logits' layout (the same addresses: L1
             # broadcasts), not loaded once and spread through shared memory (a barrier per step)
             spread = expert[None] + tl.zeros_like(row_ok).to(tl.int32)[:, None, None, None]
@@ -183,7 +183,7 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
             bias = tl.load(bias_ptr + spread, mask=exists, other=0.0).to(tl.float32)
         else:
             bias = tl.load(bias_ptr + spread).to(tl.float32)
-        if LANES != 1:
+        if LANES != 1 or not BIAS_PER_ROW:
             bias = bias[None]
     keys = _keys(x, bias, expert[None], present, offset, scale, WINDOW, PADDED or kept is not None)
     if GROUP > 1:
@@ -196,7 +196,7 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
 @triton.jit
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-            GROUP: tl.constexpr, WINDOW: tl.constexpr, PREFETCH: tl.constexpr):
+            GROUP: tl.constexpr, WINDOW: tl.constexpr, PREFETCH: tl.constexpr, BIAS_PER_ROW: tl.constexpr):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
     the floor [ROWS]."""
@@ -214,7 +214,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
         x_next = _step_load(row_base, lane, member, within, min(1, STEPS - 1), kept, NUM_EXPERTS, GROUP_SIZE,
                             LANES, CHUNK, GROUP)
     best = _step_keys(x, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
-                      GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW)
+                      GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW, BIAS_PER_ROW)
     for step in range(1, STEPS):
         if PREFETCH:
             x = x_next
@@ -228,7 +228,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
                           _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
-                                     NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW))
+                                     NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW, BIAS_PER_ROW))
     best = tl.topk(tl.reshape(best, (ROWS, LANES * CHUNK)), CHUNK, dim=1)  # merge the lanes of each row
     expert, valid = _key_expert(best, WINDOW)
     if GROUP > 1:
@@ -281,7 +281,7 @@ def _group_load(logits_ptr, rows64, stride_l_row, load, NUM_GROUPS: tl.constexpr
 def _kept_group_bits(logits_ptr, bias_ptr, rows64, stride_l_row, NUM_GROUPS: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr,
                  BLOCK_GROUP_SIZE: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
-                 ROWS: tl.constexpr, PREFETCH: tl.constexpr):
+                 ROWS: tl.constexpr, PREFETCH: tl.constexpr, BIAS_PER_ROW: tl.constexpr):
     """The group stage (docs/semantics.md rule 2) in float32, like the reference: each group's score is the
     sum of its two largest valid ``c`` (its largest ``s`` without bias); the TOPK_GROUP best groups, ties to
     the lower index. Returns [ROWS]: bit g set for a kept group g (int64 beyond 32 groups).
@@ -308,9 +308,11 @@ def _kept_group_bits(logits_ptr, bias_ptr, rows64, stride_l_row, NUM_GROUPS: tl.
         valid = exists[None] & (tl.abs(x) < float("inf"))
         choice = _window_sigmoid(x)
         if bias_ptr is not None:
-            # loaded by every row in the logits' layout (L1 broadcasts), not spread through shared memory
-            spread = expert[None] + tl.zeros_like(rows64).to(tl.int32)[:, None, None]
-            bias = tl.load(bias_ptr + spread, mask=exists[None], other=0.0).to(tl.float32)
+            if BIAS_PER_ROW:  # loaded by every row in the logits' layout (L1 broadcasts)
+                spread = expert[None] + tl.zeros_like(rows64).to(tl.int32)[:, None, None]
+                bias = tl.load(bias_ptr + spread, mask=exists[None], other=0.0).to(tl.float32)
+            else:  # loaded once, spread through shared memory
+                bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
             valid = valid & (tl.abs(bias) < float("inf"))
             choice = tl.where(valid, choice + bias, float("-inf"))
             if BLOCK_GROUP_SIZE == 1:
@@ -388,6 +390,7 @@ def bitonic_kernel(
     GROUP: tl.constexpr,  # run length of the filter (divides GROUP_SIZE on the grouped path)
     GROUPS_PER_LOAD: tl.constexpr,  # group stage: groups read at once
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
+    BIAS_PER_ROW: tl.constexpr,  # each row's lane loads the bias itself (a lane per row only)
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -398,22 +401,26 @@ def bitonic_kernel(
     kept = None
     if TOPK_GROUP < NUM_GROUPS:
         kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, stride_l_row, NUM_GROUPS, GROUP_SIZE,
-                            TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
+                            TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH,
+                                BIAS_PER_ROW)
 
     offset, steps, usable = 0.0, 1.0, False
     if NUM_EXPERTS <= WINDOW_EXPERTS:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if usable:
         expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
-                                         NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True, PREFETCH)
+                                         NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True, PREFETCH,
+                                         BIAS_PER_ROW)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
-                                            NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH)
+                                            NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH,
+                                   BIAS_PER_ROW)
             expert = tl.where(floored[:, None], exact, expert)
             valid = tl.where(floored[:, None], exact_valid, valid)
     else:
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
-                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH)
+                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH,
+                                   BIAS_PER_ROW)
 
     # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
     slot = tl.arange(0, CHUNK)

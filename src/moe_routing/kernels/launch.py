@@ -72,9 +72,10 @@ def bitonic_supported(call: RoutingCall) -> bool:
 
 
 def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
-                 groups_per_load: int = 1, prefetch: bool = True) -> Plan:
+                 groups_per_load: int = 1, prefetch: bool = True, bias_per_row: bool = False) -> Plan:
     """A bitonic tile. ``group`` (runs of the filter) must divide the group size; ``groups_per_load`` is
-    how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead."""
+    how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead;
+    ``bias_per_row`` has every row load the bias in its own layout (a lane per row)."""
     chunk = max(8, triton.next_power_of_2(call.topk))
     block_groups = triton.next_power_of_2(call.num_groups)
     assert (not call.grouped or call.group_size % group == 0) and block_groups % groups_per_load == 0
@@ -83,7 +84,8 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group, BLOCK_GROUPS=block_groups,
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
                       ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
-                      GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch)
+                      GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch,
+                      BIAS_PER_ROW=bias_per_row)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
@@ -110,22 +112,26 @@ def _bitonic_rule(call: RoutingCall, tclass: int) -> Plan:
     long_rows = call.experts >= 128
     run = 4 if not call.grouped or call.group_size % 4 == 0 else 1  # runs must not straddle groups
     whole_row = triton.next_power_of_2(call.num_groups)  # the group stage reads a whole row at once
+    # step-ahead loads (v5): they pay where a tile has few rows in flight per SM and registers to spare,
+    # and cost where L1 throughput or occupancy binds (many tokens, long rows); NOTES.md v5
+    prefetch = (tclass <= SMALL or not long_rows or (call.experts > 256 and tclass < HUGE)
+                or (call.grouped and tclass == HUGE))
     if tclass == LATENCY:  # one row per program, lanes sharing it: shortest dependency chain
-        return bitonic_plan(call, min(16, chunks), 1, 2 if call.experts > 256 else 1, 1, whole_row)
+        return bitonic_plan(call, min(16, chunks), 1, 2 if call.experts > 256 else 1, 1, whole_row, prefetch)
     if tclass == SMALL:  # still too few rows to fill the GPU with several per program
         if long_rows:
-            return bitonic_plan(call, min(16, chunks), 1, 1, 1, whole_row)
-        return bitonic_plan(call, min(8, chunks), 2, 1, 1, whole_row)
+            return bitonic_plan(call, min(16, chunks), 1, 1, 1, whole_row, prefetch)
+        return bitonic_plan(call, min(8, chunks), 2, 1, 1, whole_row, prefetch)
     if not long_rows:  # short rows: no run filter
         if tclass == HUGE:
-            return bitonic_plan(call, 1, 128, 4)
-        return bitonic_plan(call, min(4, chunks), 8, 1, 1, whole_row)
+            return bitonic_plan(call, 1, 128, 4, 1, 1, prefetch)
+        return bitonic_plan(call, min(4, chunks), 8, 1, 1, whole_row, prefetch)
     # long rows: runs of 4 experts filtered by their best key; several rows per warp
     if tclass == MEDIUM:
-        return bitonic_plan(call, 4, 4, 1, run, whole_row)
+        return bitonic_plan(call, 4, 4, 1, run, whole_row, prefetch)
     if tclass == HUGE and call.experts <= 256:  # a lane per row, 32 rows on one warp, a group per load
-        return bitonic_plan(call, 1, 32, 1, run)
-    return bitonic_plan(call, 4, 8, 1, run, whole_row)
+        return bitonic_plan(call, 1, 32, 1, run, 1, prefetch)
+    return bitonic_plan(call, 4, 8, 1, run, whole_row, prefetch)
 
 
 def all_plans(call: RoutingCall) -> dict[str, Plan]:
