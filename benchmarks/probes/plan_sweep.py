@@ -78,19 +78,16 @@ def load_kernel_file(path: str):
 
 
 def ab_arms(call, baseline):
-    """The rule's plan; its variants with the step-ahead loads and (a lane per row) the per-row bias
-    load switched; for many tokens and long rows the four-lane tile with step-ahead loads; and the rule's
-    tile run by the baseline kernel (its own constexprs)."""
+    """The rule's plan; the same tile with the step-ahead loads switched; for many tokens and a lane per
+    row the four-lane tile with step-ahead loads; and the rule's tile run by the baseline kernel (its
+    own constexprs)."""
     plan = choose_plan(call)
     yield "rule", plan
     if plan.name != "bitonic":
         return
     c = plan.constexprs
-    flags = [(p, b) for p in (False, True) for b in ((False, True) if c["LANES"] == 1 else (False,))]
-    for prefetch, per_row in flags:
-        if (prefetch, per_row) != (c["PREFETCH"], c["BIAS_PER_ROW"]):
-            yield (f"rule's tile, prefetch={int(prefetch)} bias/row={int(per_row)}",
-                   plan._replace(constexprs={**c, "PREFETCH": prefetch, "BIAS_PER_ROW": per_row}))
+    yield f"rule's tile, prefetch={int(not c['PREFETCH'])}", plan._replace(
+        constexprs={**c, "PREFETCH": not c["PREFETCH"]})
     if token_class(call.tokens) == HUGE and call.experts >= 128 and c["LANES"] == 1:
         group = c["GROUP"]
         yield f"L4 R8 W1 G{group}, prefetch=1", bitonic_plan(call, 4, 8, 1, group, c["BLOCK_GROUPS"], True)

@@ -134,57 +134,44 @@ def _key_expert(key, WINDOW: tl.constexpr):
 
 
 @triton.jit
-def _step_experts(lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr,
+def _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr,
                   LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr):
-    """The experts a lane reads at one step, [LANES, CHUNK, GROUP], and which of them are read
-    ([1 or ROWS, LANES, CHUNK, GROUP]): real experts, of a kept group on the grouped path (``kept``
-    [ROWS]: bit g set for a kept group g)."""
+    """The experts a lane reads at one step [LANES, CHUNK, GROUP]; which of them are real (and, grouped,
+    of a kept group: ``kept`` [ROWS], bit g set for a kept group g); which are read (of a real row)."""
     run = (step * LANES + lane)[:, None] * CHUNK + member[None, :]  # [LANES, CHUNK]
     expert = run[:, :, None] * GROUP + within[None, None, :]  # [LANES, CHUNK, GROUP]
-    exists = expert < NUM_EXPERTS
-    if kept is None:
-        present = exists[None]
-    else:  # experts of eliminated groups are not read, and get key 0 like padding
+    present = (expert < NUM_EXPERTS)[None]
+    if kept is not None:  # experts of eliminated groups are not read, and get key 0 like padding
         group = (expert // GROUP_SIZE).to(kept.dtype)
-        present = exists[None] & (((kept[:, None, None, None] >> group[None]) & 1) != 0)
-    return expert, present
+        present = present & (((kept[:, None, None, None] >> group[None]) & 1) != 0)
+    return expert, present, row_ok[:, None, None, None] & present
 
 
 @triton.jit
-def _step_load(row_base, lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr,
+def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr,
                GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr):
-    """The raw logits a lane reads at one step [ROWS, LANES, CHUNK, GROUP] (0 where not read). Rows
-    past the end are clamped to the last row by the caller, so only padding and eliminated groups
-    need a mask (an unmasked load needs no predicate and no zeroing)."""
-    expert, present = _step_experts(lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP)
-    if kept is None and NUM_EXPERTS % (LANES * CHUNK * GROUP) == 0:
-        return tl.load(row_base + expert[None])
-    return tl.load(row_base + expert[None], mask=present, other=0.0)
+    """The raw logits of one step of a lane [ROWS, LANES, CHUNK, GROUP] (0 where not read)."""
+    expert, present, read = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
+                                          LANES, CHUNK, GROUP)
+    return tl.load(row_base + expert[None], mask=read, other=0.0)
 
 
 @triton.jit
 def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-               GROUP: tl.constexpr, WINDOW: tl.constexpr, BIAS_PER_ROW: tl.constexpr):
-    """One step of a lane from its logits ``x`` (``_step_load``): CHUNK runs of GROUP experts -> their best
-    keys, sorted descending [ROWS, LANES, CHUNK]. Experts of eliminated groups get key 0, below everything."""
+               GROUP: tl.constexpr, WINDOW: tl.constexpr):
+    """One step of a lane from its logits ``x`` (``_step_load``): CHUNK runs of GROUP experts -> their
+    best keys, sorted descending [ROWS, LANES, CHUNK]. Experts of eliminated groups get key 0, below
+    everything, like padding."""
     PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
-    expert, present = _step_experts(lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP)
-    exists = expert < NUM_EXPERTS
+    expert, present, _ = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
+                                       LANES, CHUNK, GROUP)
     bias = None
     if bias_ptr is not None:
-        if LANES == 1 and BIAS_PER_ROW:
-            # a lane per row: loaded by every row in the logits' layout (the same addresses: L1
-            # broadcasts), not loaded once and spread through shared memory (a barrier per step)
-            spread = expert[None] + tl.zeros_like(row_ok).to(tl.int32)[:, None, None, None]
-        else:
-            spread = expert
         if PADDED:
-            bias = tl.load(bias_ptr + spread, mask=exists, other=0.0).to(tl.float32)
+            bias = tl.load(bias_ptr + expert, mask=expert < NUM_EXPERTS, other=0.0).to(tl.float32)[None]
         else:
-            bias = tl.load(bias_ptr + spread).to(tl.float32)
-        if LANES != 1 or not BIAS_PER_ROW:
-            bias = bias[None]
+            bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
     keys = _keys(x, bias, expert[None], present, offset, scale, WINDOW, PADDED or kept is not None)
     if GROUP > 1:
         keys = tl.max(keys, axis=3)
@@ -196,39 +183,42 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
 @triton.jit
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-            GROUP: tl.constexpr, WINDOW: tl.constexpr, PREFETCH: tl.constexpr, BIAS_PER_ROW: tl.constexpr):
+            GROUP: tl.constexpr, WINDOW: tl.constexpr, PREFETCH: tl.constexpr, x_first=None):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
-    the floor [ROWS]."""
+    the floor [ROWS]. ``x_first``: the first step's logits, when the caller loaded them already."""
     STEPS: tl.constexpr = (NUM_EXPERTS + LANES * CHUNK * GROUP - 1) // (LANES * CHUNK * GROUP)
     lane = tl.arange(0, LANES)
     member = tl.arange(0, CHUNK)
     within = tl.arange(0, GROUP)
     row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
 
-    # PREFETCH: the next step's logits are loaded before this step's keys and merge, so that their
-    # memory latency overlaps that work (in registers; Triton's num_stages pipelining through shared
-    # memory was slower, benchmarks/NOTES.md v4)
-    x = _step_load(row_base, lane, member, within, 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP)
+    # PREFETCH: each step's logits are loaded one step ahead, so that their memory latency overlaps the
+    # previous step's keys and merge (in registers; Triton's num_stages pipelining through shared
+    # memory was slower, benchmarks/NOTES.md v4). The last step reloads itself rather than branch.
+    if x_first is None:
+        x = _step_load(row_base, row_ok, lane, member, within, 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
+                       GROUP)
+    else:
+        x = x_first
     if PREFETCH:
-        x_next = _step_load(row_base, lane, member, within, min(1, STEPS - 1), kept, NUM_EXPERTS, GROUP_SIZE,
-                            LANES, CHUNK, GROUP)
+        x_next = _step_load(row_base, row_ok, lane, member, within, min(1, STEPS - 1), kept, NUM_EXPERTS,
+                            GROUP_SIZE, LANES, CHUNK, GROUP)
     best = _step_keys(x, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
-                      GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW, BIAS_PER_ROW)
+                      GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW)
     for step in range(1, STEPS):
         if PREFETCH:
             x = x_next
-            # the last step reloads itself (cache hits) rather than branch
-            x_next = _step_load(row_base, lane, member, within, tl.minimum(step + 1, STEPS - 1), kept,
+            x_next = _step_load(row_base, row_ok, lane, member, within, tl.minimum(step + 1, STEPS - 1), kept,
                                 NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP)
         else:
-            x = _step_load(row_base, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
-                           GROUP)
+            x = _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
+                           CHUNK, GROUP)
         # ascending running list against a descending chunk: their elementwise max is a bitonic
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
                           _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
-                                     NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW, BIAS_PER_ROW))
+                                     NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW))
     best = tl.topk(tl.reshape(best, (ROWS, LANES * CHUNK)), CHUNK, dim=1)  # merge the lanes of each row
     expert, valid = _key_expert(best, WINDOW)
     if GROUP > 1:
@@ -239,7 +229,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
         if kept is not None:
             exists = exists & (best != 0)[:, :, None]
         x = tl.load(logits_ptr + rows64[:, None, None] * stride_l_row + candidate,
-                    mask=exists, other=0.0)
+                    mask=row_ok[:, None, None] & exists, other=0.0)
         bias = None
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + candidate, mask=exists, other=0.0).to(tl.float32)
@@ -267,21 +257,19 @@ def _group_experts(load, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr, BLO
 
 
 @triton.jit
-def _group_load(logits_ptr, rows64, stride_l_row, load, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr,
-                BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr):
+def _group_load(logits_ptr, rows64, row_ok, stride_l_row, load, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr,
+                BLOCK_GROUP_SIZE: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr):
     """The raw logits of one group-stage load [ROWS, GROUPS_PER_LOAD, BLOCK_GROUP_SIZE] (0 where none)."""
     expert, exists = _group_experts(load, NUM_GROUPS, GROUP_SIZE, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD)
-    ptrs = logits_ptr + rows64[:, None, None] * stride_l_row + expert[None]
-    if NUM_GROUPS == BLOCK_GROUPS and GROUP_SIZE == BLOCK_GROUP_SIZE:
-        return tl.load(ptrs)
-    return tl.load(ptrs, mask=exists[None], other=0.0)
+    return tl.load(logits_ptr + rows64[:, None, None] * stride_l_row + expert[None],
+                   mask=row_ok[:, None, None] & exists[None], other=0.0)
 
 
 @triton.jit
-def _kept_group_bits(logits_ptr, bias_ptr, rows64, stride_l_row, NUM_GROUPS: tl.constexpr,
+def _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr,
                  BLOCK_GROUP_SIZE: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
-                 ROWS: tl.constexpr, PREFETCH: tl.constexpr, BIAS_PER_ROW: tl.constexpr):
+                 ROWS: tl.constexpr, PREFETCH: tl.constexpr):
     """The group stage (docs/semantics.md rule 2) in float32, like the reference: each group's score is the
     sum of its two largest valid ``c`` (its largest ``s`` without bias); the TOPK_GROUP best groups, ties to
     the lower index. Returns [ROWS]: bit g set for a kept group g (int64 beyond 32 groups).
@@ -294,25 +282,21 @@ def _kept_group_bits(logits_ptr, bias_ptr, rows64, stride_l_row, NUM_GROUPS: tl.
     group_scores = tl.full((ROWS, LOADS, GROUPS_PER_LOAD), float("-inf"), tl.float32)
     # PREFETCH: the next load's logits are read before this load's work (as in _select)
     if PREFETCH:
-        x_next = _group_load(logits_ptr, rows64, stride_l_row, 0, NUM_GROUPS, GROUP_SIZE, BLOCK_GROUPS,
+        x_next = _group_load(logits_ptr, rows64, row_ok, stride_l_row, 0, NUM_GROUPS, GROUP_SIZE,
                              BLOCK_GROUP_SIZE, GROUPS_PER_LOAD)
     for load in range(LOADS):
         if PREFETCH:
             x = x_next.to(tl.float32)
-            x_next = _group_load(logits_ptr, rows64, stride_l_row, tl.minimum(load + 1, LOADS - 1), NUM_GROUPS,
-                                 GROUP_SIZE, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD)
+            x_next = _group_load(logits_ptr, rows64, row_ok, stride_l_row, tl.minimum(load + 1, LOADS - 1),
+                                 NUM_GROUPS, GROUP_SIZE, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD)
         else:
-            x = _group_load(logits_ptr, rows64, stride_l_row, load, NUM_GROUPS, GROUP_SIZE, BLOCK_GROUPS,
+            x = _group_load(logits_ptr, rows64, row_ok, stride_l_row, load, NUM_GROUPS, GROUP_SIZE,
                             BLOCK_GROUP_SIZE, GROUPS_PER_LOAD).to(tl.float32)
         expert, exists = _group_experts(load, NUM_GROUPS, GROUP_SIZE, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD)
         valid = exists[None] & (tl.abs(x) < float("inf"))
         choice = _window_sigmoid(x)
         if bias_ptr is not None:
-            if BIAS_PER_ROW:  # loaded by every row in the logits' layout (L1 broadcasts)
-                spread = expert[None] + tl.zeros_like(rows64).to(tl.int32)[:, None, None]
-                bias = tl.load(bias_ptr + spread, mask=exists[None], other=0.0).to(tl.float32)
-            else:  # loaded once, spread through shared memory
-                bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
+            bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
             valid = valid & (tl.abs(bias) < float("inf"))
             choice = tl.where(valid, choice + bias, float("-inf"))
             if BLOCK_GROUP_SIZE == 1:
@@ -390,43 +374,49 @@ def bitonic_kernel(
     GROUP: tl.constexpr,  # run length of the filter (divides GROUP_SIZE on the grouped path)
     GROUPS_PER_LOAD: tl.constexpr,  # group stage: groups read at once
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
-    BIAS_PER_ROW: tl.constexpr,  # each row's lane loads the bias itself (a lane per row only)
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
-    # rows past the end re-read the last row, so that loads need no row mask; only stores check row_ok
-    rows64 = tl.minimum(rows, num_rows - 1).to(tl.int64)
+    rows64 = rows.to(tl.int64)
 
     # grouped: rank the groups first, then select among the kept groups' experts
     kept = None
     if TOPK_GROUP < NUM_GROUPS:
-        kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, stride_l_row, NUM_GROUPS, GROUP_SIZE,
-                            TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH,
-                                BIAS_PER_ROW)
+        kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
+                            TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS,
+                                PREFETCH)
 
+    # PREFETCH: the first step's logits are loaded before the bias window is formed, not after (the
+    # selection below depends on the window, and its loads would otherwise wait for it). Both key
+    # encodings read the same step when their runs are alike (GROUP = 1).
+    x_first = None
+    if PREFETCH:
+        x_first = _step_load(logits_ptr + rows64[:, None, None, None] * stride_l_row, row_ok, tl.arange(0, LANES),
+                             tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
+                             CHUNK, GROUP)
+    x_exact = x_first if GROUP == 1 else None
     offset, steps, usable = 0.0, 1.0, False
     if NUM_EXPERTS <= WINDOW_EXPERTS:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if usable:
         expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
                                          NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True, PREFETCH,
-                                         BIAS_PER_ROW)
+                                         x_first)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
                                             NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH,
-                                   BIAS_PER_ROW)
+                                   x_exact)
             expert = tl.where(floored[:, None], exact, expert)
             valid = tl.where(floored[:, None], exact_valid, valid)
     else:
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
                                    NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH,
-                                   BIAS_PER_ROW)
+                                   x_exact)
 
     # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
     slot = tl.arange(0, CHUNK)
     out_mask = row_ok[:, None] & (slot < TOPK)[None, :]
-    # unmasked (an invalid pick's index is clamped): predicated loads into one register ran one by one
-    x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + tl.minimum(expert, NUM_EXPERTS - 1))
+    x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=out_mask & valid, other=0.0)
     chosen = tl.where(out_mask, sigmoid_scores(x.to(tl.float32), valid), 0.0)
     weights = finish_weights(chosen, slot, TOPK, RENORMALIZE, ROWS, CHUNK, LOG2_CHUNK, scale)
 

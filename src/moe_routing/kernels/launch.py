@@ -72,10 +72,9 @@ def bitonic_supported(call: RoutingCall) -> bool:
 
 
 def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
-                 groups_per_load: int = 1, prefetch: bool = True, bias_per_row: bool = False) -> Plan:
+                 groups_per_load: int = 1, prefetch: bool = False) -> Plan:
     """A bitonic tile. ``group`` (runs of the filter) must divide the group size; ``groups_per_load`` is
-    how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead;
-    ``bias_per_row`` has every row load the bias in its own layout (a lane per row)."""
+    how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead."""
     chunk = max(8, triton.next_power_of_2(call.topk))
     block_groups = triton.next_power_of_2(call.num_groups)
     assert (not call.grouped or call.group_size % group == 0) and block_groups % groups_per_load == 0
@@ -84,8 +83,7 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group, BLOCK_GROUPS=block_groups,
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
                       ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
-                      GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch,
-                      BIAS_PER_ROW=bias_per_row)
+                      GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
@@ -112,10 +110,9 @@ def _bitonic_rule(call: RoutingCall, tclass: int) -> Plan:
     long_rows = call.experts >= 128
     run = 4 if not call.grouped or call.group_size % 4 == 0 else 1  # runs must not straddle groups
     whole_row = triton.next_power_of_2(call.num_groups)  # the group stage reads a whole row at once
-    # step-ahead loads (v5): they pay where a tile has few rows in flight per SM and registers to spare,
-    # and cost where L1 throughput or occupancy binds (many tokens, long rows); NOTES.md v5
-    prefetch = (tclass <= SMALL or not long_rows or (call.experts > 256 and tclass < HUGE)
-                or (call.grouped and tclass == HUGE))
+    # step-ahead loads (v5) where they measured faster: decode sizes, short rows, and long rows of more
+    # than 256 experts below the HUGE class; slower or no better elsewhere (benchmarks/NOTES.md v5)
+    prefetch = tclass <= SMALL or not long_rows or (call.experts > 256 and tclass < HUGE)
     if tclass == LATENCY:  # one row per program, lanes sharing it: shortest dependency chain
         return bitonic_plan(call, min(16, chunks), 1, 2 if call.experts > 256 else 1, 1, whole_row, prefetch)
     if tclass == SMALL:  # still too few rows to fill the GPU with several per program
