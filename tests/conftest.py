@@ -47,12 +47,13 @@ def route_every_plan(logits, topk, **kwargs):
     weights, ids)}."""
     from moe_routing.call import check_call
     from moe_routing.kernels import all_plans, launch
+    from moe_routing.kernels.launch import wide_loads_ok
 
     call = check_call(logits, topk, kwargs.get("scoring_func", "sigmoid"), kwargs.get("correction_bias"),
                       kwargs.get("num_expert_group", 1), kwargs.get("topk_group", 1), kwargs.get("renormalize", True),
                       kwargs.get("routed_scaling_factor", 1.0), None)
     results = {}
-    for tclass, plan in all_plans(call).items():
+    for tclass, plan in all_plans(call, wide_loads_ok(logits, logits.stride(0))).items():
         weights, ids = poisoned_out(logits.shape[0], topk, logits.device)
         launch(call, logits, kwargs.get("correction_bias"), weights, ids, plan=plan)
         assert_fully_written(weights, ids)

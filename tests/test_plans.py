@@ -46,3 +46,36 @@ def test_rules_use_the_bitonic_kernel_where_it_applies():
 def test_token_classes_are_monotone():
     classes = [token_class(t) for t in (1, 256, 257, 2047, 2048, 4095, 4096, 16383, 16384, 262144)]
     assert classes == sorted(classes) and classes[0] == 0 and classes[-1] == 4 and len(set(classes)) == 5
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_word_loads_only_where_rows_are_aligned(dtype):
+    """A lane per row reads 16-bit logits as 64-bit words only from 16-byte aligned rows; the same call on
+    unaligned views of the same values takes the plain loads and gives the same bits."""
+    from moe_routing.kernels.launch import HUGE, choose_plan, wide_loads_ok
+
+    tokens, experts = (67 if ON_GPU else 5), 256
+    logits = random_logits(tokens, experts, dtype, seed=11)
+    logits[1, ::5] = float("nan")
+    logits[3, 17] = float("inf")
+    bias = random_bias(experts, seed=12)
+    call = check_call(logits, 8, "sigmoid", bias, 1, 1, True, 2.5, None)
+    padded = torch.full((tokens, experts + 8), float("nan"), dtype=dtype, device=logits.device)
+    padded[:, :experts] = logits  # row stride 264: rows 16-byte apart only every other row
+    flat = torch.empty(tokens * experts + 1, dtype=dtype, device=logits.device)
+    flat[1:] = logits.reshape(-1)
+    shifted = flat[1:].view(tokens, experts)  # base 2 bytes past an aligned address
+    assert wide_loads_ok(logits, logits.stride(0)) and choose_plan(call, HUGE, True).constexprs["WORDS"]
+    for view in (padded[:, :experts], shifted, logits.float()):
+        assert not wide_loads_ok(view, view.stride(0))
+    assert not choose_plan(call, HUGE, False).constexprs["WORDS"]
+
+    kwargs = dict(correction_bias=bias, routed_scaling_factor=2.5)
+    aligned = route_every_plan(logits, 8, **kwargs)
+    assert any(plan.constexprs.get("WORDS") for plan, _, _ in aligned.values())
+    assert_plans_agree(aligned)
+    _, weights, ids = aligned["huge"]
+    for view in (padded[:, :experts], shifted):
+        results = route_every_plan(view, 8, **kwargs)
+        assert not any(plan.constexprs.get("WORDS") for plan, _, _ in results.values())
+        assert all(torch.equal(i, ids) and torch.equal(w, weights) for _, w, i in results.values())

@@ -45,7 +45,7 @@ MEDIUM_GRID = [(16, 1, 1, 1), (8, 2, 1, 1), (4, 4, 1, 4), (4, 8, 1, 4), (8, 4, 1
 
 
 def candidates(call, medium=False):
-    yield "rule", choose_plan(call)
+    yield "rule", choose_plan(call, wide_loads=True)  # the bench's logits are aligned bf16 rows
     tc = token_class(call.tokens)
     if call.grouped and not call.softmax:
         yield "v1 rounds (old rule)", rounds_plan(call, tc, 8, 8) if tc == HUGE else rounds_plan(call, tc)
@@ -78,16 +78,18 @@ def load_kernel_file(path: str):
 
 
 def ab_arms(call, baseline):
-    """The rule's plan; the same tile with the step-ahead loads switched; for many tokens and a lane per
-    row the four-lane tile with step-ahead loads; and the rule's tile run by the baseline kernel (its
-    own constexprs)."""
-    plan = choose_plan(call)
+    """The rule's plan; the same tile with the step-ahead loads switched, and without word loads where it
+    has them; for many tokens and a lane per row the four-lane tile with step-ahead loads; and the rule's
+    tile run by the baseline kernel (its own constexprs)."""
+    plan = choose_plan(call, wide_loads=True)  # the bench's logits are aligned bf16 rows
     yield "rule", plan
     if plan.name != "bitonic":
         return
     c = plan.constexprs
     yield f"rule's tile, prefetch={int(not c['PREFETCH'])}", plan._replace(
         constexprs={**c, "PREFETCH": not c["PREFETCH"]})
+    if c["WORDS"]:
+        yield "rule's tile, words=0", plan._replace(constexprs={**c, "WORDS": False})
     if token_class(call.tokens) == HUGE and call.experts >= 128 and c["LANES"] == 1:
         group = c["GROUP"]
         yield f"L4 R8 W1 G{group}, prefetch=1", bitonic_plan(call, 4, 8, 1, group, c["BLOCK_GROUPS"], True)
@@ -104,6 +106,7 @@ def main():
     ap.add_argument("--grouped", action="store_true", help="DeepSeek-V3's 4 of 8 groups, every token class")
     ap.add_argument("--ab", metavar="FILE", help="kernel versions at the target shapes (see the docstring)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
+    ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
     args = ap.parse_args()
     baseline = load_kernel_file(args.ab) if args.ab else None
     rounds = args.rounds if args.rounds > 1 or not args.ab else 3
@@ -118,6 +121,8 @@ def main():
     if args.ab:
         shapes = [Shape(256, 8, t) for t in (1, 128, 8192, 65536)] + [Shape(384, 8, t) for t in (1, 8192, 65536)]
         shapes += [Shape(64, 6, t) for t in (1, 128, 65536)] + [Shape(256, 8, t, 8, 4) for t in (1, 128, 8192, 65536)]
+    if args.tokens:
+        shapes = [shape for shape in shapes if shape.tokens in args.tokens]
     for shape in shapes:
         if time.time() - started > args.budget_s:
             print("budget spent; stopping", flush=True)

@@ -149,8 +149,26 @@ def _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.cons
 
 @triton.jit
 def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr,
-               GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr):
-    """The raw logits of one step of a lane [ROWS, LANES, CHUNK, GROUP] (0 where not read)."""
+               GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
+               WORDS: tl.constexpr = False):
+    """The raw logits of one step of a lane [ROWS, LANES, CHUNK, GROUP] (0 where not read).
+
+    ``WORDS`` (16-bit logits, rows 16-byte aligned; the host checks): a lane per row reads each run of 4
+    experts as one 64-bit word and unpacks it. Loaded as 16-bit values with runs of 4, a
+    lane's 64 bytes take eight 8-byte loads, each touching 32 rows' cache lines; as words, four 16-byte
+    loads: half the L1 requests of the stream (the lane-per-row tile is L1-throughput-bound, NOTES.md v5).
+    """
+    if WORDS and LANES == 1 and GROUP == 4 and kept is None and NUM_EXPERTS % (CHUNK * GROUP) == 0:
+        words = tl.load(row_base.to(tl.pointer_type(tl.int64)) + (step * CHUNK + member)[None, None, :],
+                        mask=row_ok[:, None, None, None], other=0)  # [ROWS, 1, CHUNK]
+        dtype: tl.constexpr = row_base.dtype.element_ty
+        low = words.to(tl.int32)
+        high = (words >> 32).to(tl.int32)
+        # experts 4w, 4w+1 in the low half, 4w+2, 4w+3 in the high half; join(join(e0, e2), join(e1, e3))
+        # puts them in order along the last two dimensions
+        even = tl.join(low.to(tl.int16).to(dtype, bitcast=True), high.to(tl.int16).to(dtype, bitcast=True))
+        odd = tl.join((low >> 16).to(tl.int16).to(dtype, bitcast=True), (high >> 16).to(tl.int16).to(dtype, bitcast=True))
+        return tl.reshape(tl.join(even, odd), (row_base.shape[0], 1, CHUNK, GROUP))
     expert, present, read = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
                                           LANES, CHUNK, GROUP)
     return tl.load(row_base + expert[None], mask=read, other=0.0)
@@ -183,7 +201,8 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
 @triton.jit
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-            GROUP: tl.constexpr, WINDOW: tl.constexpr, PREFETCH: tl.constexpr, x_first=None):
+            GROUP: tl.constexpr, WINDOW: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
+            x_first=None):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
     the floor [ROWS]. ``x_first``: the first step's logits, when the caller loaded them already."""
@@ -198,22 +217,22 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
     # memory was slower, benchmarks/NOTES.md v4). The last step reloads itself rather than branch.
     if x_first is None:
         x = _step_load(row_base, row_ok, lane, member, within, 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
-                       GROUP)
+                       GROUP, WORDS)
     else:
         x = x_first
     if PREFETCH:
         x_next = _step_load(row_base, row_ok, lane, member, within, min(1, STEPS - 1), kept, NUM_EXPERTS,
-                            GROUP_SIZE, LANES, CHUNK, GROUP)
+                            GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
     best = _step_keys(x, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
                       GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW)
     for step in range(1, STEPS):
         if PREFETCH:
             x = x_next
             x_next = _step_load(row_base, row_ok, lane, member, within, tl.minimum(step + 1, STEPS - 1), kept,
-                                NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP)
+                                NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
         else:
             x = _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
-                           CHUNK, GROUP)
+                           CHUNK, GROUP, WORDS)
         # ascending running list against a descending chunk: their elementwise max is a bitonic
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
@@ -374,6 +393,7 @@ def bitonic_kernel(
     GROUP: tl.constexpr,  # run length of the filter (divides GROUP_SIZE on the grouped path)
     GROUPS_PER_LOAD: tl.constexpr,  # group stage: groups read at once
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
+    WORDS: tl.constexpr,  # a lane per row reads 16-bit logits as 64-bit words (rows 16-byte aligned)
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -383,8 +403,7 @@ def bitonic_kernel(
     kept = None
     if TOPK_GROUP < NUM_GROUPS:
         kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
-                            TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS,
-                                PREFETCH)
+                                TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
 
     # PREFETCH: the first step's logits are loaded before the bias window is formed, not after (the
     # selection below depends on the window, and its loads would otherwise wait for it). Both key
@@ -393,7 +412,7 @@ def bitonic_kernel(
     if PREFETCH:
         x_first = _step_load(logits_ptr + rows64[:, None, None, None] * stride_l_row, row_ok, tl.arange(0, LANES),
                              tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
-                             CHUNK, GROUP)
+                             CHUNK, GROUP, WORDS)
     x_exact = x_first if GROUP == 1 else None
     offset, steps, usable = 0.0, 1.0, False
     if NUM_EXPERTS <= WINDOW_EXPERTS:
@@ -401,17 +420,17 @@ def bitonic_kernel(
     if usable:
         expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
                                          NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True, PREFETCH,
-                                         x_first)
+                                         WORDS, x_first)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
                                             NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH,
-                                   x_exact)
+                                            WORDS, x_exact)
             expert = tl.where(floored[:, None], exact, expert)
             valid = tl.where(floored[:, None], exact_valid, valid)
     else:
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
                                    NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH,
-                                   x_exact)
+                                   WORDS, x_exact)
 
     # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
     slot = tl.arange(0, CHUNK)

@@ -72,9 +72,11 @@ def bitonic_supported(call: RoutingCall) -> bool:
 
 
 def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
-                 groups_per_load: int = 1, prefetch: bool = False) -> Plan:
+                 groups_per_load: int = 1, prefetch: bool = False, words: bool = False) -> Plan:
     """A bitonic tile. ``group`` (runs of the filter) must divide the group size; ``groups_per_load`` is
-    how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead."""
+    how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead;
+    ``words`` reads 16-bit logits as 64-bit words (a lane per row, runs of 4, flat, 16-byte aligned rows:
+    only when the logits are, see ``wide_loads_ok``)."""
     chunk = max(8, triton.next_power_of_2(call.topk))
     block_groups = triton.next_power_of_2(call.num_groups)
     assert (not call.grouped or call.group_size % group == 0) and block_groups % groups_per_load == 0
@@ -83,25 +85,33 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group, BLOCK_GROUPS=block_groups,
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
                       ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
-                      GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch)
+                      GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch,
+                      WORDS=words)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
-def choose_plan(call: RoutingCall, tclass: int | None = None) -> Plan:
-    """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly).
+def wide_loads_ok(logits: torch.Tensor, stride: int) -> bool:
+    """Whether a row of ``logits`` may be read as 64-bit words: 16-bit values, a 16-byte aligned base and
+    a row stride of a multiple of 16 elements (the launcher cache keys on exactly these)."""
+    return logits.element_size() == 2 and logits.data_ptr() % 16 == 0 and stride % 16 == 0
+
+
+def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool = False) -> Plan:
+    """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly);
+    ``wide_loads``: the logits may be read as 64-bit words (``wide_loads_ok``).
 
     Tiles from benchmarks/NOTES.md (v3 and v4: plan sweeps of sessions 5 and 6 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
     if bitonic_supported(call):  # every token class, so that a row's result never depends on T
-        return _bitonic_rule(call, tclass)
+        return _bitonic_rule(call, tclass, wide_loads)
     if call.grouped and tclass == HUGE:
         return rounds_plan(call, tclass, 8, 8)
     return rounds_plan(call, tclass)
 
 
-def _bitonic_rule(call: RoutingCall, tclass: int) -> Plan:
+def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> Plan:
     """Tiles of the bitonic kernel, by row length and token class (the grouped path streams every expert
     too, with the eliminated groups masked). Grouped tiles from the session-6 sweep (benchmarks/NOTES.md,
     v4): the group stage reads a whole row at once except with a lane per row, where a group per load
@@ -127,14 +137,20 @@ def _bitonic_rule(call: RoutingCall, tclass: int) -> Plan:
     if tclass == MEDIUM:
         return bitonic_plan(call, 4, 4, 1, run, whole_row, prefetch)
     if tclass == HUGE and call.experts <= 256:  # a lane per row, 32 rows on one warp, a group per load
-        return bitonic_plan(call, 1, 32, 1, run, 1, prefetch)
+        # 16-bit logits as 64-bit words where aligned (flat rows; the grouped stream masks by group)
+        return bitonic_plan(call, 1, 32, 1, run, 1, prefetch, wide_loads and not call.grouped and run == 4)
     return bitonic_plan(call, 4, 8, 1, run, whole_row, prefetch)
 
 
-def all_plans(call: RoutingCall) -> dict[str, Plan]:
-    """Every plan the rule can choose for this call's shape, by token class (for tests)."""
+def all_plans(call: RoutingCall, wide_loads: bool = False) -> dict[str, Plan]:
+    """Every plan the rule can choose for this call's shape, by token class (for tests); with
+    ``wide_loads`` (aligned 16-bit logits) also the plans it chooses for unaligned ones."""
     names = ("latency", "small", "medium", "large", "huge")
-    return {names[t]: choose_plan(call, t) for t in (LATENCY, SMALL, MEDIUM, LARGE, HUGE)}
+    plans = {names[t]: choose_plan(call, t, wide_loads) for t in (LATENCY, SMALL, MEDIUM, LARGE, HUGE)}
+    if wide_loads:
+        plans.update({f"{names[t]}, unaligned": choose_plan(call, t) for t in (LATENCY, SMALL, MEDIUM, LARGE, HUGE)
+                      if choose_plan(call, t) != plans[names[t]]})
+    return plans
 
 
 class _DirectLaunch:
@@ -229,7 +245,7 @@ def launch(
             with torch.cuda.device(index):
                 return launch(call, logits, bias, weights, ids)
 
-    plan = plan or choose_plan(call)
+    plan = plan or choose_plan(call, wide_loads=wide_loads_ok(logits, stride))
     compiled = plan.kernel[(triton.cdiv(call.tokens, plan.rows),)](
         logits, bias, stride,
         weights, ids, weights.stride(0), weights.stride(1), ids.stride(0), ids.stride(1),
