@@ -137,8 +137,10 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> P
     if tclass == MEDIUM:
         return bitonic_plan(call, 4, 4, 1, run, whole_row, prefetch)
     if tclass == HUGE and call.experts <= 256:  # a lane per row, 32 rows on one warp, a group per load
-        # 16-bit logits as 64-bit words where aligned (flat rows; the grouped stream masks by group)
-        return bitonic_plan(call, 1, 32, 1, run, 1, prefetch, wide_loads and not call.grouped and run == 4)
+        # 16-bit logits as 64-bit words where aligned (flat rows; the grouped stream masks by group); with
+        # word loads the tile is no longer L1-bound and step-ahead loads pay (NOTES.md v5)
+        words = wide_loads and not call.grouped and run == 4
+        return bitonic_plan(call, 1, 32, 1, run, 1, prefetch or words, words)
     return bitonic_plan(call, 4, 8, 1, run, whole_row, prefetch)
 
 
