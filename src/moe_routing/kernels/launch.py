@@ -100,7 +100,7 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
     """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly);
     ``wide_loads``: the logits may be read as 64-bit words (``wide_loads_ok``).
 
-    Tiles from benchmarks/NOTES.md (v3 and v4: plan sweeps of sessions 5 and 6 on the H200).
+    Tiles from benchmarks/NOTES.md (v3 to v5: plan sweeps and A/B runs of sessions 5 to 7 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
