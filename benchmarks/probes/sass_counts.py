@@ -63,7 +63,7 @@ def path_variant(path: str):
     source = Path(_bitonic.__file__).read_text().replace("from ._common import",
                                                           "from moe_routing.kernels._common import")
     if path == "filtered exact":
-        source = source.replace("CHUNK, 1, False)", "CHUNK, GROUP, False)")
+        source = source.replace("CHUNK, 1, False, PREFETCH", "CHUNK, GROUP, False, PREFETCH")
     else:
         source = source.replace("for step in range(1, STEPS):", "for step in tl.static_range(1, STEPS):")
         source = source.replace("for load in range(", "for load in tl.static_range(")  # the group stage
@@ -136,4 +136,12 @@ if __name__ == "__main__":
         print(f"{name}, window keys, lane per row, 32 rows:", end=" ")
         count(bitonic_plan(c, 1, 32, 1, 4)._replace(kernel=window), 256)
         print(f"{name}: registers per thread of the shipped tile", registers(bitonic_plan(c, 1, 32, 1, 4)))
+    # v5: the lane-per-row tile reading 16-bit logits as 64-bit words, against the same tile's plain loads
+    # (the shipped kernel as compiled, loops counted once), with and without step-ahead loads
+    for words in (False, True):
+        for prefetch in (False, True):
+            plan = bitonic_plan(call, 1, 32, 1, 4, 1, prefetch, words)
+            print(f"flat, lane per row, words={int(words)} prefetch={int(prefetch)}: registers {registers(plan)};",
+                  end=" ")
+            count(plan, 256)
     float64_max_min()
