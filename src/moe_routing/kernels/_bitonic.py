@@ -40,6 +40,10 @@ consecutive experts (one max per expert) and streams those; the row's top ``CHUN
 ``CHUNK`` experts (an expert outside them is beaten by the best keys of ``CHUNK`` other runs, i.e. by
 ``CHUNK`` experts), so their ``CHUNK * GROUP`` experts are re-read (cache hits) and selected exactly.
 Weights come from re-reading the K chosen logits and the sigmoid of ``_common``.
+
+Loads (kernel v5, chosen per tile by launch.py's rule): ``PREFETCH`` reads each step's logits one step
+ahead and the first step's before the bias window; ``WORDS`` has a lane per row read aligned 16-bit
+logits as 64-bit words. Both only change when values arrive, never which values are used.
 """
 
 import torch
@@ -160,7 +164,7 @@ def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: 
     """
     if WORDS and LANES == 1 and GROUP == 4 and kept is None and NUM_EXPERTS % (CHUNK * GROUP) == 0:
         words = tl.load(row_base.to(tl.pointer_type(tl.int64)) + (step * CHUNK + member)[None, None, :],
-                        mask=row_ok[:, None, None, None], other=0)  # [ROWS, 1, CHUNK]
+                        mask=row_ok[:, None, None, None], other=0)  # [ROWS, 1, 1, CHUNK]
         dtype: tl.constexpr = row_base.dtype.element_ty
         low = words.to(tl.int32)
         high = (words >> 32).to(tl.int32)
