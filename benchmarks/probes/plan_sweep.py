@@ -14,14 +14,12 @@ by side in one run. Grouped shapes also time kernel v1 ("rounds") with its old r
 """
 
 import argparse
-import importlib.util
 import json
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 
+from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
 from moe_routing.kernels.launch import HUGE, LARGE, bitonic_plan, rounds_plan, token_class
@@ -67,14 +65,7 @@ def candidates(call, medium=False):
 
 def load_kernel_file(path: str):
     """The ``bitonic_kernel`` of a kernel module file (an earlier version of kernels/_bitonic.py)."""
-    source = Path(path).read_text().replace("from ._common import", "from moe_routing.kernels._common import")
-    folder = Path(tempfile.mkdtemp())
-    (folder / "bitonic_baseline.py").write_text(source)
-    spec = importlib.util.spec_from_file_location("bitonic_baseline", folder / "bitonic_baseline.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # triton.jit reads the source through inspect
-    spec.loader.exec_module(module)
-    return module.bitonic_kernel
+    return bitonic_kernel_from_source(Path(path).read_text(), "bitonic_baseline")
 
 
 def ab_arms(call, baseline):

@@ -9,9 +9,7 @@ executes for one row appears once in the binary.
 """
 
 import collections
-import importlib.util
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels.launch import bitonic_plan, rounds_plan
 
@@ -60,8 +59,7 @@ def path_variant(path: str):
     "filtered exact" (as shipped, but the exact keys also use the run filter)."""
     from moe_routing.kernels import _bitonic
 
-    source = Path(_bitonic.__file__).read_text().replace("from ._common import",
-                                                          "from moe_routing.kernels._common import")
+    source = Path(_bitonic.__file__).read_text()
     if path == "filtered exact":
         source = source.replace("CHUNK, 1, False, PREFETCH", "CHUNK, GROUP, False, PREFETCH")
     else:
@@ -69,14 +67,7 @@ def path_variant(path: str):
         source = source.replace("for load in range(", "for load in tl.static_range(")  # the group stage
         source = source.replace("\n    if usable:\n", "\n    if True:\n" if path == "window" else "\n    if False:\n")
         source = source.replace("if tl.max(floored.to(tl.int32), axis=0) > 0:", "if False:")
-    path = path.replace(" ", "_")
-    folder = Path(tempfile.mkdtemp())
-    (folder / f"bitonic_{path}.py").write_text(source)
-    spec = importlib.util.spec_from_file_location(f"bitonic_{path}", folder / f"bitonic_{path}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # triton.jit reads the source through inspect
-    spec.loader.exec_module(module)
-    return module.bitonic_kernel
+    return bitonic_kernel_from_source(source, "bitonic_" + path.replace(" ", "_"))
 
 
 def _compile(plan):
