@@ -4,8 +4,8 @@ Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
 ``--ab FILE`` compares kernel versions instead of tiles, at the issue's target shapes: the rule's plan
-of the tree, its variants (``ab_arms``), and the same tile run by the bitonic kernel module in FILE (an earlier version, e.g. ``git show REV:src/moe_routing/kernels/_bitonic.py > FILE``),
-interleaved over ``--rounds`` rounds; each line gives the median of the round medians and the
+of the tree, its variants (``ab_arms``), and the same tile run by the bitonic kernel module in FILE
+(an earlier version, e.g. ``git show REV:src/moe_routing/kernels/_bitonic.py > FILE``), interleaved over ``--rounds`` rounds; each line gives the median of the round medians and the
 same-arm drift (the spread of that arm's round medians).
 
 Every sigmoid shape is also timed with its bias shifted by +8, which puts the window outside (-4, 4)

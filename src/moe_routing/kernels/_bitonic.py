@@ -154,7 +154,7 @@ def _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.cons
 @triton.jit
 def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr,
                GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
-               WORDS: tl.constexpr = False):
+               WORDS: tl.constexpr):
     """The raw logits of one step of a lane [ROWS, LANES, CHUNK, GROUP] (0 where not read).
 
     ``WORDS`` (16-bit logits, rows 16-byte aligned; the host checks): a lane per row reads each run of 4

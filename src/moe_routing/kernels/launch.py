@@ -148,10 +148,12 @@ def all_plans(call: RoutingCall, wide_loads: bool = False) -> dict[str, Plan]:
     """Every plan the rule can choose for this call's shape, by token class (for tests); with
     ``wide_loads`` (aligned 16-bit logits) also the plans it chooses for unaligned ones."""
     names = ("latency", "small", "medium", "large", "huge")
-    plans = {names[t]: choose_plan(call, t, wide_loads) for t in (LATENCY, SMALL, MEDIUM, LARGE, HUGE)}
-    if wide_loads:
-        plans.update({f"{names[t]}, unaligned": choose_plan(call, t) for t in (LATENCY, SMALL, MEDIUM, LARGE, HUGE)
-                      if choose_plan(call, t) != plans[names[t]]})
+    plans = {}
+    for tclass, name in zip((LATENCY, SMALL, MEDIUM, LARGE, HUGE), names):
+        plans[name] = choose_plan(call, tclass, wide_loads)
+        unaligned = choose_plan(call, tclass) if wide_loads else plans[name]
+        if unaligned != plans[name]:
+            plans[f"{name}, unaligned"] = unaligned
     return plans
 
 
