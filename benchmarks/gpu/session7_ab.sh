@@ -2,6 +2,9 @@
 # GPU session 7, run 2: kernel v5 (step-ahead loads, bias loaded in the compute layout for a lane per
 # row, unmasked loads with rows clamped) against v4 (HEAD's kernel, carried as build/bitonic_v4.py) at
 # the target shapes, interleaved; the kernel tests; fine-grained ncu stall sampling at T = 1 and 65536.
+# v4's kernel is not in the tree: before the run, on the development machine,
+#   mkdir -p build && git show 09d5d74:src/moe_routing/kernels/_bitonic.py > build/bitonic_v4.py
+# and carry build/ to the GPU machine.
 set -o pipefail
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2

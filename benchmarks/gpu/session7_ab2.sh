@@ -2,6 +2,9 @@
 # GPU session 7, run 3: the v5 rule against its variants (step-ahead loads on/off, per-row bias loads
 # on/off for a lane per row, the four-lane tile at T = 65536) and v4's kernel (build/bitonic_v4.py),
 # interleaved at the target shapes; then fine-grained ncu stall sampling of the decode kernels.
+# v4's kernel is not in the tree: before the run, on the development machine,
+#   mkdir -p build && git show 09d5d74:src/moe_routing/kernels/_bitonic.py > build/bitonic_v4.py
+# and carry build/ to the GPU machine.
 set -o pipefail
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2

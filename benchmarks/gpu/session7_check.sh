@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # GPU session 7, run 6: the final rule (word loads with step-ahead loads for the flat lane-per-row tile):
 # the plan tests on the GPU, then the flat T = 65536 comparison again.
+# v4's kernel is not in the tree: before the run, on the development machine,
+#   mkdir -p build && git show 09d5d74:src/moe_routing/kernels/_bitonic.py > build/bitonic_v4.py
+# and carry build/ to the GPU machine.
 set -o pipefail
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2

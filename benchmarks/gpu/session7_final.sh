@@ -2,6 +2,9 @@
 # GPU session 7, run 4: the final v5 rule (step-ahead loads where measured faster, the first step's
 # logits loaded before the bias window) against its prefetch-flipped tile and v4's kernel
 # (build/bitonic_v4.py), interleaved; the kernel test files; the targets table.
+# v4's kernel is not in the tree: before the run, on the development machine,
+#   mkdir -p build && git show 09d5d74:src/moe_routing/kernels/_bitonic.py > build/bitonic_v4.py
+# and carry build/ to the GPU machine.
 set -o pipefail
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2

@@ -2,6 +2,9 @@
 # GPU session 7, run 5: 16-bit logits read as 64-bit words by the lane-per-row tile (flat, T >= 16384),
 # against the same tile's plain loads and v4's kernel, interleaved at T = 65536; the plan tests (the
 # word loads' first run on a GPU) and the edge cases; the targets table with the final rule.
+# v4's kernel is not in the tree: before the run, on the development machine,
+#   mkdir -p build && git show 09d5d74:src/moe_routing/kernels/_bitonic.py > build/bitonic_v4.py
+# and carry build/ to the GPU machine.
 set -o pipefail
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
