@@ -1,5 +1,6 @@
-"""The bitonic kernel's grouped path (kernels/_bitonic.py: group stage, then the masked stream), on every
-plan the rules choose for DeepSeek-V3's grouping (256 experts, 8 groups of 32, 4 kept, K = 8).
+"""The bitonic kernel's grouped path (kernels/_bitonic.py: group stage then the masked stream, or both in
+one read of the row), on every plan the rules choose for DeepSeek-V3's grouping (256 experts, 8 groups of
+32, 4 kept, K = 8) and, for the one-pass path, other groupings it takes.
 
 Rows are built so that the group stage decides the answer (the flat top-8 would differ), with expected
 ids written out by hand; every plan is also judged against float64 and must give the same bits.
@@ -8,7 +9,7 @@ ids written out by hand; every plan is also judged against float64 and must give
 import pytest
 import torch
 
-from conftest import DEVICE, assert_plans_agree, random_bias, random_logits, route_every_plan
+from conftest import DEVICE, TOKEN_SCALE, assert_plans_agree, random_bias, random_logits, route_every_plan
 
 NAN = float("nan")
 EXPERTS, GROUPS, KEPT, TOPK = 256, 8, 4, 8
@@ -86,3 +87,36 @@ def test_every_key_encoding_of_the_grouped_path(case):
         bias = bias.to(torch.bfloat16)
     ids = _ids_of_every_plan(logits, bias)
     assert all(len(set(row)) == TOPK for row in ids)
+
+
+@pytest.mark.parametrize("experts,groups,kept,topk", [(256, 8, 4, 8), (512, 16, 8, 8), (64, 2, 1, 6), (256, 4, 2, 16),
+                                                      (128, 4, 3, 5)])
+def test_one_pass_gives_the_two_pass_bits(experts, groups, kept, topk):
+    """Groupings the one-pass path serves (launch.one_pass_ok): every plan, and each one-pass plan's
+    two-pass twin (all_plans), against float64 and bit for bit; rows with NaN, -inf, exact ties inside
+    and across groups, tied groups, and invalid experts with the largest bias."""
+    from moe_routing.call import check_call
+    from moe_routing.kernels import all_plans
+
+    tokens = 7 * TOKEN_SCALE
+    logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + groups).cpu()
+    size = experts // groups
+    logits[1, ::3] = NAN
+    logits[2] = float("-inf")
+    logits[3, :size] = logits[3, size:2 * size]  # groups 0 and 1 hold the same values: tied group scores
+    logits[4] = 0.5  # every expert tied
+    logits[5, 1::2] = float("-inf")  # half of every group invalid
+    # the first expert of every group has the largest bias; in odd groups its logit is -inf (invalid: it
+    # must not count towards its group's score), in even groups valid and low
+    logits[6, 0::size] = -8.0
+    logits[6, size::2 * size] = float("-inf")
+    logits = logits.to(DEVICE)
+    bias = random_bias(experts, seed=groups)
+    bias[size:2 * size] = bias[:size]
+    bias[0::size] = 1.5
+    call = check_call(logits, topk, "sigmoid", bias, groups, kept, True, 2.5, None)
+    assert any(plan.constexprs.get("ONE_PASS") for plan in all_plans(call, True).values())
+    results = route_every_plan(logits, topk, correction_bias=bias, num_expert_group=groups, topk_group=kept,
+                               routed_scaling_factor=2.5)
+    assert any(name.endswith("two passes") for name in results)
+    assert_plans_agree(results)

@@ -11,6 +11,10 @@ forms it (the sum of the two largest valid ``c``, by a pairwise max/min and an e
 the groups' ranks. The selection then streams every expert as on the flat path, and an expert of an
 eliminated group is not read and gets key 0 (below everything), so the same streaming code and tiles
 serve both paths; a run of the filter never straddles two groups (``GROUP`` divides the group size).
+``ONE_PASS`` (kernel v6, window keys, tiles whose steps hold whole groups) does both in one read of the
+row (``_select_one_pass``): each step's ``c`` feed the group scores and the keys, every step's sorted
+lists wait in registers until the groups are ranked, and the eliminated groups' lists become 0 before
+they merge: the same keys and the same bits as the two passes, with half the reads and sigmoids.
 (Streaming only the kept groups' experts instead needs a per-row gather of positions and of the bias,
 whose layout conversions cost more than the masked half of the stream: 50 vs 46 instructions per
 logit in session 6's static counts, benchmarks/NOTES.md v4.)
@@ -41,9 +45,9 @@ consecutive experts (one max per expert) and streams those; the row's top ``CHUN
 ``CHUNK`` experts), so their ``CHUNK * GROUP`` experts are re-read (cache hits) and selected exactly.
 Weights come from re-reading the K chosen logits and the sigmoid of ``_common``.
 
-Loads (kernel v5, chosen per tile by launch.py's rule): ``PREFETCH`` reads each step's logits one step
-ahead and the first step's before the bias window; ``WORDS`` has a lane per row read aligned 16-bit
-logits as 64-bit words. Both only change when values arrive, never which values are used.
+Loads (chosen per tile by launch.py's rule): ``PREFETCH`` (v5) reads each step's logits one step ahead
+and the first step's before the bias window; ``WORDS`` (v5, v6) reads aligned 16-bit logits as 64-bit
+words. Both only change when values arrive, never which values are used.
 """
 
 import torch
@@ -90,22 +94,34 @@ def _window_sigmoid(x):
 
 
 @triton.jit
+def _window_choice(x, bias):
+    """c = s + b of float32 logits ``x`` with the window keys' sigmoid (``bias`` None: s)."""
+    choice = _window_sigmoid(x)
+    if bias is not None:
+        choice = choice + bias
+    return choice
+
+
+@triton.jit
+def _window_key(x, choice, expert, exists, offset, scale, PADDED: tl.constexpr):
+    """Window keys of experts ``expert`` from their float32 logits ``x`` and choice values ``choice``."""
+    # an invalid logit gives NaN (x * 0 is 0 or NaN) and lands on the floor with the values below
+    # the window; window keys are used only when every bias entry is finite
+    # q = round(c * scale + offset), one rounding: the offset's own rounding shifts every key alike
+    y = tl.fma(tl.fma(x, 0.0, choice), scale, offset)
+    y = tl.where(y > Q_FLOOR, y, Q_FLOOR)  # one max (NaN -> floor)
+    key = (y.to(tl.uint32, bitcast=True) << INDEX_BITS) | (expert ^ INDEX_MASK).to(tl.uint32)
+    if PADDED:
+        key = tl.where(exists, key, 0).to(tl.uint32)
+    return key
+
+
+@triton.jit
 def _keys(x, bias, expert, exists, offset, scale, WINDOW: tl.constexpr, PADDED: tl.constexpr):
     """Keys of experts ``expert`` (any shape) from their raw logits ``x`` and bias (None without)."""
     x = x.to(tl.float32)
     if WINDOW:
-        # an invalid logit gives NaN (x * 0 is 0 or NaN) and lands on the floor with the values below
-        # the window; window keys are used only when every bias entry is finite
-        choice = _window_sigmoid(x)
-        if bias is not None:
-            choice = choice + bias
-        # q = round(c * scale + offset), one rounding: the offset's own rounding shifts every key alike
-        y = tl.fma(tl.fma(x, 0.0, choice), scale, offset)
-        y = tl.where(y > Q_FLOOR, y, Q_FLOOR)  # one max (NaN -> floor)
-        key = (y.to(tl.uint32, bitcast=True) << INDEX_BITS) | (expert ^ INDEX_MASK).to(tl.uint32)
-        if PADDED:
-            key = tl.where(exists, key, 0).to(tl.uint32)
-        return key
+        return _window_key(x, _window_choice(x, bias), expert, exists, offset, scale, PADDED)
     else:
         valid = tl.abs(x) < float("inf")
         scores = sigmoid_scores(x, valid)
@@ -157,25 +173,52 @@ def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: 
                WORDS: tl.constexpr):
     """The raw logits of one step of a lane [ROWS, LANES, CHUNK, GROUP] (0 where not read).
 
-    ``WORDS`` (16-bit logits, rows 16-byte aligned; the host checks): a lane per row reads each run of 4
-    experts as one 64-bit word and unpacks it. Loaded as 16-bit values with runs of 4, a
-    lane's 64 bytes take eight 8-byte loads, each touching 32 rows' cache lines; as words, four 16-byte
-    loads: half the L1 requests of the stream (the lane-per-row tile is L1-throughput-bound, NOTES.md v5).
+    ``WORDS`` (16-bit logits, rows 16-byte aligned; the host checks): each run of 4 experts is one 64-bit
+    word, read two words per 16-byte load and unpacked in registers. Loaded as 16-bit values with runs
+    of 4, a lane's 64 bytes take eight 8-byte loads; as words, four 16-byte loads: half the L1 requests
+    (the lane-per-row tile is L1-throughput-bound, NOTES.md v5). The loads are separate so that each
+    lands whole in its lane's thread: one [.., CHUNK] load is spread by Triton's coalescing over four
+    threads per row, and every compare-exchange after it shuffles (v5's word loads; NOTES.md v6).
     """
-    if WORDS and LANES == 1 and GROUP == 4 and kept is None and NUM_EXPERTS % (CHUNK * GROUP) == 0:
-        words = tl.load(row_base.to(tl.pointer_type(tl.int64)) + (step * CHUNK + member)[None, None, :],
-                        mask=row_ok[:, None, None, None], other=0)  # [ROWS, 1, 1, CHUNK]
-        dtype: tl.constexpr = row_base.dtype.element_ty
-        low = words.to(tl.int32)
-        high = (words >> 32).to(tl.int32)
-        # experts 4w, 4w+1 in the low half, 4w+2, 4w+3 in the high half; join(join(e0, e2), join(e1, e3))
-        # puts them in order along the last two dimensions
-        even = tl.join(low.to(tl.int16).to(dtype, bitcast=True), high.to(tl.int16).to(dtype, bitcast=True))
-        odd = tl.join((low >> 16).to(tl.int16).to(dtype, bitcast=True), (high >> 16).to(tl.int16).to(dtype, bitcast=True))
-        return tl.reshape(tl.join(even, odd), (row_base.shape[0], 1, CHUNK, GROUP))
+    if WORDS and GROUP == 4 and kept is None and NUM_EXPERTS % (LANES * CHUNK * GROUP) == 0:
+        PIECES: tl.constexpr = CHUNK // 2  # 16-byte loads per lane and step
+        first_word = (step * LANES + lane) * CHUNK  # a lane's CHUNK runs of 4 are CHUNK words
+        words_ptr = (row_base.to(tl.pointer_type(tl.int64)) + first_word[None, :, None, None]
+                     + tl.arange(0, 2)[None, None, None, :])
+        parts = ()
+        for piece in tl.static_range(PIECES):
+            parts = parts + (_unpack_words(tl.load(words_ptr + 2 * piece, mask=row_ok[:, None, None, None], other=0),
+                                           row_base.dtype.element_ty),)
+        for level in tl.static_range(5):  # pieces side by side: [ROWS, LANES, 2, 4] -> [ROWS, LANES, CHUNK, 4]
+            if (1 << level) < PIECES:
+                joined = ()
+                for pair in tl.static_range(PIECES >> (level + 1)):
+                    joined = joined + (_side_by_side(parts[2 * pair], parts[2 * pair + 1]),)
+                parts = joined
+        return parts[0]
     expert, present, read = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
                                           LANES, CHUNK, GROUP)
     return tl.load(row_base + expert[None], mask=read, other=0.0)
+
+
+@triton.jit
+def _unpack_words(words, dtype: tl.constexpr):
+    """64-bit words [ROWS, LANES, 1, W] of four 16-bit logits each -> the logits [ROWS, LANES, W, 4] in order."""
+    low = words.to(tl.int32)
+    high = (words >> 32).to(tl.int32)
+    # experts 4w, 4w+1 in the low half, 4w+2, 4w+3 in the high half; join(join(e0, e2), join(e1, e3)) puts
+    # them in order along the last two dimensions
+    even = tl.join(low.to(tl.int16).to(dtype, bitcast=True), high.to(tl.int16).to(dtype, bitcast=True))
+    odd = tl.join((low >> 16).to(tl.int16).to(dtype, bitcast=True), (high >> 16).to(tl.int16).to(dtype, bitcast=True))
+    return tl.reshape(tl.join(even, odd), (words.shape[0], words.shape[1], words.shape[3], 4))
+
+
+@triton.jit
+def _side_by_side(first, second):
+    """[ROWS, LANES, N, 4] twice -> [ROWS, LANES, 2N, 4]: ``second``'s runs after ``first``'s (register moves
+    only)."""
+    both = tl.permute(tl.join(first, second), (0, 1, 4, 2, 3))  # [ROWS, LANES, 2, N, 4]
+    return tl.reshape(both, (first.shape[0], first.shape[1], 2 * first.shape[2], 4))
 
 
 @triton.jit
@@ -242,6 +285,16 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
         best = tl.maximum(tl.bitonic_merge(best),
                           _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                                      NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW))
+    return _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
+                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW)
+
+
+@triton.jit
+def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
+                   NUM_EXPERTS: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
+                   CHUNK: tl.constexpr, GROUP: tl.constexpr, WINDOW: tl.constexpr):
+    """From the lanes' lists ``best`` [ROWS, LANES, CHUNK] (0 for eliminated groups' runs): the lanes
+    merged, the top runs' experts selected exactly; returns what ``_select`` does."""
     best = tl.topk(tl.reshape(best, (ROWS, LANES * CHUNK)), CHUNK, dim=1)  # merge the lanes of each row
     expert, valid = _key_expert(best, WINDOW)
     if GROUP > 1:
@@ -261,6 +314,83 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
         expert, valid = _key_expert(best, WINDOW)
     floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
     return expert, valid, floored
+
+
+@triton.jit
+def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, NUM_EXPERTS: tl.constexpr,
+                     GROUP_SIZE: tl.constexpr, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr,
+                     ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
+                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, x_first=None):
+    """Grouped routing with window keys in one read of the row (kernel v6): what ``_select`` returns, and
+    the kept groups' bits.
+
+    Each step reads whole groups and each lane's part of a step lies in one group (the host checks:
+    ``launch.one_pass_ok``) and computes every ``c`` once, for both the groups' scores
+    (``_group_scores``, as the group stage forms them) and the keys. The lanes' sorted lists of every step
+    stay in registers until the groups are ranked; then the lists of eliminated groups become 0 and merge
+    as the masked stream would have (same keys, same top ``CHUNK``: the same bits as the group stage plus
+    the masked stream, which read the kept half of the row again and recomputed its sigmoids).
+    """
+    SPAN: tl.constexpr = LANES * CHUNK * GROUP
+    STEPS: tl.constexpr = NUM_EXPERTS // SPAN
+    GROUPS_PER_STEP: tl.constexpr = SPAN // GROUP_SIZE
+    tl.static_assert(GROUP_SIZE % (CHUNK * GROUP) == 0 and SPAN % GROUP_SIZE == 0 and NUM_EXPERTS % SPAN == 0
+                     and STEPS * GROUPS_PER_STEP == NUM_GROUPS)
+    lane = tl.arange(0, LANES)
+    member = tl.arange(0, CHUNK)
+    within = tl.arange(0, GROUP)
+    row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
+    group_scores = tl.full((ROWS, STEPS, GROUPS_PER_STEP), float("-inf"), tl.float32)
+    lists = ()
+    if x_first is None:
+        x_next = _step_load(row_base, row_ok, lane, member, within, 0, None, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
+                            GROUP, WORDS)
+    else:
+        x_next = x_first
+    for step in tl.static_range(STEPS):
+        x = x_next
+        if step + 1 < STEPS:  # the next step's logits are read before this step's work (PREFETCH) or after
+            if PREFETCH:
+                x_next = _step_load(row_base, row_ok, lane, member, within, step + 1, None, NUM_EXPERTS, GROUP_SIZE,
+                                    LANES, CHUNK, GROUP, WORDS)
+        expert, _, _ = _step_experts(row_ok, lane, member, within, step, None, NUM_EXPERTS, GROUP_SIZE, LANES,
+                                     CHUNK, GROUP)
+        x = x.to(tl.float32)
+        bias = None
+        if bias_ptr is not None:
+            bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
+        choice = _window_choice(x, bias)
+        keys = tl.max(_window_key(x, choice, expert[None], None, offset, scale, False), axis=3)
+        lists = lists + (tl.topk(keys, CHUNK, dim=2),)  # [ROWS, LANES, CHUNK], best first
+        valid = tl.abs(x) < float("inf")
+        if GROUPS_PER_STEP == 1:  # the step is one group: reduce it where it lies (no layout change)
+            score = _step_group_score(choice, valid, bias is not None)
+        else:
+            score = _group_scores(tl.reshape(choice, (ROWS, GROUPS_PER_STEP, GROUP_SIZE)),
+                                  tl.reshape(valid, (ROWS, GROUPS_PER_STEP, GROUP_SIZE)), bias is not None)
+        here = tl.arange(0, STEPS)[None, :, None] == step
+        group_scores = tl.where(here, score[:, None, :], group_scores)
+        if step + 1 < STEPS:
+            if not PREFETCH:
+                x_next = _step_load(row_base, row_ok, lane, member, within, step + 1, None, NUM_EXPERTS, GROUP_SIZE,
+                                    LANES, CHUNK, GROUP, WORDS)
+    kept = _kept_bits(tl.reshape(group_scores, (ROWS, NUM_GROUPS)), NUM_GROUPS, TOPK_GROUP, NUM_GROUPS)
+    # the lists in step order, an eliminated group's list as 0 (below everything, like padding)
+    best = _kept_list(lists[0], kept, 0, lane, LANES, CHUNK * GROUP, GROUP_SIZE)
+    for step in tl.static_range(1, STEPS):
+        best = tl.maximum(tl.bitonic_merge(best), _kept_list(lists[step], kept, step, lane, LANES, CHUNK * GROUP,
+                                                             GROUP_SIZE))
+    expert, valid, floored = _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale,
+                                            kept, NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, True)
+    return expert, valid, floored, kept
+
+
+@triton.jit
+def _kept_list(keys, kept, step, lane, LANES: tl.constexpr, LANE_SPAN: tl.constexpr, GROUP_SIZE: tl.constexpr):
+    """A step's lists ``keys`` [ROWS, LANES, CHUNK], 0 where the lane's experts are in an eliminated group."""
+    group = ((step * LANES + lane) * LANE_SPAN) // GROUP_SIZE
+    keep = ((kept[:, None] >> group[None, :].to(kept.dtype)) & 1) != 0
+    return tl.where(keep[:, :, None], keys, 0).to(tl.uint32)
 
 
 @triton.jit
@@ -317,24 +447,57 @@ def _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GRO
                             BLOCK_GROUP_SIZE, GROUPS_PER_LOAD).to(tl.float32)
         expert, exists = _group_experts(load, NUM_GROUPS, GROUP_SIZE, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD)
         valid = exists[None] & (tl.abs(x) < float("inf"))
-        choice = _window_sigmoid(x)
+        bias = None
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
             valid = valid & (tl.abs(bias) < float("inf"))
-            choice = tl.where(valid, choice + bias, float("-inf"))
-            if BLOCK_GROUP_SIZE == 1:
-                best = tl.reshape(choice, (ROWS, GROUPS_PER_LOAD))
-                second = tl.full(best.shape, float("-inf"), tl.float32)
-            else:  # pairs first (one max and one min per two experts), then merge the pairs
-                left, right = tl.split(tl.reshape(choice, (ROWS, GROUPS_PER_LOAD, BLOCK_GROUP_SIZE // 2, 2)))
-                best, second = tl.reduce((tl.maximum(left, right), tl.minimum(left, right)), 2, _top2_combine)
-            score = top2_group_score(best, second)  # [ROWS, GROUPS_PER_LOAD]
-        else:
-            score = tl.max(tl.where(valid, choice, float("-inf")), axis=2)
+        score = _group_scores(_window_choice(x, bias), valid, bias is not None)  # [ROWS, GROUPS_PER_LOAD]
         here = tl.arange(0, LOADS)[None, :, None] == load
         group_scores = tl.where(here, score[:, None, :], group_scores)
+    return _kept_bits(tl.reshape(group_scores, (ROWS, BLOCK_GROUPS)), NUM_GROUPS, TOPK_GROUP, BLOCK_GROUPS)
 
-    kept = kept_groups(tl.reshape(group_scores, (ROWS, BLOCK_GROUPS)), NUM_GROUPS, TOPK_GROUP, BLOCK_GROUPS)
+
+@triton.jit
+def _group_scores(choice, valid, HAS_BIAS: tl.constexpr):
+    """Scores [ROWS, G] of groups whose ``c`` are ``choice`` [ROWS, G, N] (N a power of two; ``valid``
+    marks real experts with finite logit and bias): with a bias the sum of the two largest valid ``c``,
+    without it the largest (docs/semantics.md rule 2), -inf for a group with no valid expert."""
+    choice = tl.where(valid, choice, float("-inf"))
+    if HAS_BIAS:
+        ROWS: tl.constexpr = choice.shape[0]
+        G: tl.constexpr = choice.shape[1]
+        N: tl.constexpr = choice.shape[2]
+        if N == 1:
+            best = tl.reshape(choice, (ROWS, G))
+            second = tl.full(best.shape, float("-inf"), tl.float32)
+        else:  # pairs first (one max and one min per two experts), then merge the pairs
+            left, right = tl.split(tl.reshape(choice, (ROWS, G, N // 2, 2)))
+            best, second = tl.reduce((tl.maximum(left, right), tl.minimum(left, right)), 2, _top2_combine)
+        return top2_group_score(best, second)
+    else:
+        return tl.max(choice, axis=2)
+
+
+@triton.jit
+def _step_group_score(choice, valid, HAS_BIAS: tl.constexpr):
+    """``_group_scores`` of a step that is one group, ``choice`` [ROWS, LANES, CHUNK, GROUP] -> [ROWS, 1]:
+    the two largest valid ``c`` (a set: the same pair whatever the order of reduction), without the
+    reshape (which would move the values of a word-loaded step between threads)."""
+    choice = tl.where(valid, choice, float("-inf"))
+    if HAS_BIAS:
+        best, second = tl.reduce((choice, tl.full(choice.shape, float("-inf"), tl.float32)), 3, _top2_combine)
+        best, second = tl.reduce((best, second), 2, _top2_combine)
+        best, second = tl.reduce((best, second), 1, _top2_combine, keep_dims=True)
+        return tl.reshape(top2_group_score(best, second), (choice.shape[0], 1))
+    else:
+        return tl.reshape(tl.max(tl.max(tl.max(choice, axis=3), axis=2), axis=1, keep_dims=True), (choice.shape[0], 1))
+
+
+@triton.jit
+def _kept_bits(group_scores, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr):
+    """[ROWS]: bit g set for each of the TOPK_GROUP best groups g of ``group_scores`` [ROWS, BLOCK_GROUPS]
+    (int64 beyond 32 groups)."""
+    kept = kept_groups(group_scores, NUM_GROUPS, TOPK_GROUP, BLOCK_GROUPS)
     g = tl.arange(0, BLOCK_GROUPS)
     if BLOCK_GROUPS > 32:
         return tl.sum(tl.where(kept, tl.full((), 1, tl.int64) << g.to(tl.int64)[None, :], 0), axis=1)
@@ -398,6 +561,7 @@ def bitonic_kernel(
     GROUPS_PER_LOAD: tl.constexpr,  # group stage: groups read at once
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
     WORDS: tl.constexpr,  # a lane per row reads 16-bit logits as 64-bit words (rows 16-byte aligned)
+    ONE_PASS: tl.constexpr,  # grouped, window keys: groups ranked and experts keyed in one read of the row
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -405,7 +569,7 @@ def bitonic_kernel(
 
     # grouped: rank the groups first, then select among the kept groups' experts
     kept = None
-    if TOPK_GROUP < NUM_GROUPS:
+    if TOPK_GROUP < NUM_GROUPS and not ONE_PASS:
         kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
                                 TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
 
@@ -422,17 +586,27 @@ def bitonic_kernel(
     if NUM_EXPERTS <= WINDOW_EXPERTS:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if usable:
-        expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
-                                         NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True, PREFETCH,
-                                         WORDS, x_first)
+        if ONE_PASS:
+            expert, valid, floored, kept_found = _select_one_pass(
+                logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, NUM_EXPERTS, GROUP_SIZE,
+                NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, LANES, CHUNK, GROUP, PREFETCH, WORDS, x_first)
+        else:
+            kept_found = kept
+            expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
+                                             NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True, PREFETCH,
+                                             WORDS, x_first)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
-            exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
-                                            NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH,
-                                            WORDS, x_exact)
+            exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
+                                            kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False,
+                                            PREFETCH, WORDS, x_exact)
             expert = tl.where(floored[:, None], exact, expert)
             valid = tl.where(floored[:, None], exact_valid, valid)
     else:
-        expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept,
+        kept_stage = kept
+        if ONE_PASS:  # the window is unusable: the group stage, then the exact stream
+            kept_stage = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
+                                          TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
+        expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept_stage,
                                    NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH,
                                    WORDS, x_exact)
 

@@ -72,12 +72,15 @@ def bitonic_supported(call: RoutingCall) -> bool:
 
 
 def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
-                 groups_per_load: int = 1, prefetch: bool = False, words: bool = False) -> Plan:
+                 groups_per_load: int = 1, prefetch: bool = False, words: bool = False,
+                 one_pass: bool = False) -> Plan:
     """A bitonic tile. ``group`` (runs of the filter) must divide the group size; ``groups_per_load`` is
     how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead;
-    ``words`` reads 16-bit logits as 64-bit words (a lane per row, runs of 4, flat, 16-byte aligned rows:
-    only when the logits are, see ``wide_loads_ok``)."""
-    chunk = max(8, triton.next_power_of_2(call.topk))
+    ``words`` reads 16-bit logits as 64-bit words (``words_ok``; only for 16-byte aligned rows, see
+    ``wide_loads_ok``; flat or one-pass grouped); ``one_pass`` ranks the groups and keys the experts in
+    one read of the row (``one_pass_ok``)."""
+    chunk = bitonic_chunk(call)
+    assert not one_pass or one_pass_ok(call, lanes, group)
     block_groups = triton.next_power_of_2(call.num_groups)
     assert (not call.grouped or call.group_size % group == 0) and block_groups % groups_per_load == 0
     constexprs = dict(TOPK=call.topk, RENORMALIZE=call.renormalize, NUM_EXPERTS=call.experts,
@@ -86,8 +89,31 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
                       ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
                       GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch,
-                      WORDS=words)
+                      WORDS=words, ONE_PASS=one_pass)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
+
+
+def bitonic_chunk(call: RoutingCall) -> int:
+    """The length of a lane's sorted list: the top-k rounded up to a power of two, at least 8."""
+    return max(8, triton.next_power_of_2(call.topk))
+
+
+def one_pass_ok(call: RoutingCall, lanes: int, group: int) -> bool:
+    """Whether a grouped bitonic tile can rank the groups and key the experts in one read (kernel v6):
+    window keys possible (E <= 512), a power-of-two number of power-of-two groups, each lane's
+    ``chunk * group`` experts of a step inside one group, and each step of ``lanes * chunk * group``
+    experts made of whole groups."""
+    lane_span = bitonic_chunk(call) * group
+    span = lanes * lane_span
+    size = call.group_size
+    return (call.grouped and call.experts <= 512 and call.num_groups & (call.num_groups - 1) == 0
+            and size & (size - 1) == 0 and size % lane_span == 0 and span % size == 0 and call.experts % span == 0)
+
+
+def words_ok(call: RoutingCall, lanes: int, group: int) -> bool:
+    """Whether a tile's steps can be read as 64-bit words (given 16-bit, aligned logits: ``wide_loads_ok``):
+    runs of 4 and no partial step."""
+    return group == 4 and call.experts % (lanes * bitonic_chunk(call) * group) == 0
 
 
 def wide_loads_ok(logits: torch.Tensor, stride: int) -> bool:
@@ -112,11 +138,29 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
 
 
 def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> Plan:
+    """The bitonic kernel's tile, and one read of the row for grouped routing wherever the tile allows it
+    (``one_pass_ok``, kernel v6; benchmarks/NOTES.md)."""
+    plan = _bitonic_tile(call, tclass)
+    c = dict(plan.constexprs)
+    if tclass >= MEDIUM and call.grouped and one_pass_ok(call, c["LANES"], c["GROUP"]):
+        # one pass where measured faster: from the MEDIUM class up (two passes at decode sizes), and
+        # with step-ahead loads on the four-lane tiles (NOTES.md v6)
+        c["ONE_PASS"] = True
+        c["PREFETCH"] = c["PREFETCH"] or c["LANES"] > 1
+    if c["LANES"] == 1 and wide_loads and words_ok(call, 1, c["GROUP"]) and (not call.grouped or c["ONE_PASS"]):
+        # 16-bit logits as 64-bit words where aligned, on the lane-per-row tile, without step-ahead loads
+        # (v6; slower or no better on the four-lane tiles); flat rows, or grouped in one pass (the
+        # two-pass stream masks by group)
+        c["WORDS"] = True
+    return plan._replace(constexprs=c)
+
+
+def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
     """Tiles of the bitonic kernel, by row length and token class (the grouped path streams every expert
-    too, with the eliminated groups masked). Grouped tiles from the session-6 sweep (benchmarks/NOTES.md,
-    v4): the group stage reads a whole row at once except with a lane per row, where a group per load
-    keeps the registers down."""
-    chunks = triton.next_power_of_2(triton.cdiv(call.experts, max(8, triton.next_power_of_2(call.topk))))
+    too, with the eliminated groups masked or, in one pass, their lists dropped). Grouped tiles from the
+    session-6 sweep (benchmarks/NOTES.md, v4): the group stage reads a whole row at once except with a
+    lane per row, where a group per load keeps the registers down."""
+    chunks = triton.next_power_of_2(triton.cdiv(call.experts, bitonic_chunk(call)))
     long_rows = call.experts >= 128
     run = 4 if not call.grouped or call.group_size % 4 == 0 else 1  # runs must not straddle groups
     whole_row = triton.next_power_of_2(call.num_groups)  # the group stage reads a whole row at once
@@ -137,10 +181,7 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> P
     if tclass == MEDIUM:
         return bitonic_plan(call, 4, 4, 1, run, whole_row, prefetch)
     if tclass == HUGE and call.experts <= 256:  # a lane per row, 32 rows on one warp, a group per load
-        # 16-bit logits as 64-bit words where aligned (flat rows; the grouped stream masks by group); with
-        # word loads the tile is no longer L1-bound and step-ahead loads pay (NOTES.md v5)
-        words = wide_loads and not call.grouped and run == 4
-        return bitonic_plan(call, 1, 32, 1, run, 1, prefetch or words, words)
+        return bitonic_plan(call, 1, 32, 1, run, 1, prefetch)
     return bitonic_plan(call, 4, 8, 1, run, whole_row, prefetch)
 
 
@@ -154,6 +195,9 @@ def all_plans(call: RoutingCall, wide_loads: bool = False) -> dict[str, Plan]:
         unaligned = choose_plan(call, tclass) if wide_loads else plans[name]
         if unaligned != plans[name]:
             plans[f"{name}, unaligned"] = unaligned
+        c = plans[name].constexprs
+        if c.get("ONE_PASS"):  # the same tile in two passes: both must give the same bits
+            plans[f"{name}, two passes"] = plans[name]._replace(constexprs={**c, "ONE_PASS": False, "WORDS": False})
     return plans
 
 
