@@ -69,9 +69,9 @@ def load_kernel_file(path: str):
 
 
 def ab_arms(call, baseline):
-    """The rule's plan; the same tile with the step-ahead loads switched, and without word loads where it
-    has them; for many tokens and a lane per row the four-lane tile with step-ahead loads; and the rule's
-    tile run by the baseline kernel (its own constexprs)."""
+    """The rule's plan; the same tile with the step-ahead loads switched, without word loads where it has
+    them, and in two passes where it has one; and the rule's tile run by the baseline kernel (its own
+    constexprs)."""
     plan = choose_plan(call, wide_loads=True)  # the bench's logits are aligned bf16 rows
     yield "rule", plan
     if plan.name != "bitonic":
@@ -81,9 +81,10 @@ def ab_arms(call, baseline):
         constexprs={**c, "PREFETCH": not c["PREFETCH"]})
     if c["WORDS"]:
         yield "rule's tile, words=0", plan._replace(constexprs={**c, "WORDS": False})
-    if token_class(call.tokens) == HUGE and call.experts >= 128 and c["LANES"] == 1:
-        group = c["GROUP"]
-        yield f"L4 R8 W1 G{group}, prefetch=1", bitonic_plan(call, 4, 8, 1, group, c["BLOCK_GROUPS"], True)
+    if c["ONE_PASS"]:  # the same tile in two passes (group stage, then the masked stream: kernel v5)
+        for prefetch in (c["PREFETCH"], not c["PREFETCH"]):
+            yield f"rule's tile, two passes, prefetch={int(prefetch)}", plan._replace(
+                constexprs={**c, "ONE_PASS": False, "WORDS": False, "PREFETCH": prefetch})
     params = set(baseline.arg_names)
     yield "baseline kernel, rule's tile", plan._replace(
         kernel=baseline, constexprs={k: v for k, v in c.items() if k in params})
@@ -94,10 +95,12 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--medium", action="store_true", help="token counts 512-4096: the medium class's tiles")
-    ap.add_argument("--grouped", action="store_true", help="DeepSeek-V3's 4 of 8 groups, every token class")
+    ap.add_argument("--grouped", action="store_true",
+                    help="DeepSeek-V3's 4 of 8 groups, every token class (with --ab: its target shapes)")
     ap.add_argument("--ab", metavar="FILE", help="kernel versions at the target shapes (see the docstring)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
     ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
+    ap.add_argument("--progress", action="store_true", help="print every round's median as it is measured")
     args = ap.parse_args()
     baseline = load_kernel_file(args.ab) if args.ab else None
     rounds = args.rounds if args.rounds > 1 or not args.ab else 3
@@ -111,7 +114,10 @@ def main():
         shapes = [Shape(e, k, t) for e, k in ((256, 8), (384, 8), (64, 6)) for t in (512, 1024, 2048, 4095)]
     if args.ab:
         shapes = [Shape(256, 8, t) for t in (1, 128, 8192, 65536)] + [Shape(384, 8, t) for t in (1, 8192, 65536)]
-        shapes += [Shape(64, 6, t) for t in (1, 128, 65536)] + [Shape(256, 8, t, 8, 4) for t in (1, 128, 8192, 65536)]
+        shapes += [Shape(64, 6, t) for t in (1, 128, 65536)]
+        shapes += [Shape(256, 8, t, 8, 4) for t in (1, 128, 2048, 8192, 65536)]
+    if args.ab and args.grouped:  # the grouped target shapes only, largest first
+        shapes = sorted((shape for shape in shapes if shape.groups > 1), key=lambda shape: -shape.tokens)
     if args.tokens:
         shapes = [shape for shape in shapes if shape.tokens in args.tokens]
     for shape in shapes:
@@ -140,6 +146,9 @@ def main():
                     continue
                 per_round[name].append(statistics.median(times))
                 replays[name] += times
+                if args.progress:
+                    print(f"  round {len(per_round[name])} {name}: {per_round[name][-1]:.2f} us "
+                          f"({time.time() - started:.0f} s)", flush=True)
         for name, medians in per_round.items():
             if not medians:
                 continue

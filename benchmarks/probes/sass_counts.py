@@ -9,8 +9,10 @@ executes for one row appears once in the binary.
 """
 
 import collections
+import re
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import triton
@@ -60,13 +62,19 @@ def path_variant(path: str):
     from moe_routing.kernels import _bitonic
 
     source = Path(_bitonic.__file__).read_text()
+
+    def patch(pattern, replacement, count):  # every edit must find its text: a probe must not go quietly wrong
+        nonlocal source
+        source, found = re.subn(pattern, replacement, source)
+        assert found == count, (pattern, found)
+
     if path == "filtered exact":
-        source = source.replace("CHUNK, 1, False, PREFETCH", "CHUNK, GROUP, False, PREFETCH")
+        patch(r"CHUNK, 1, False,(\s+)PREFETCH", r"CHUNK, GROUP, False,\1PREFETCH", 2)
     else:
-        source = source.replace("for step in range(1, STEPS):", "for step in tl.static_range(1, STEPS):")
-        source = source.replace("for load in range(", "for load in tl.static_range(")  # the group stage
-        source = source.replace("\n    if usable:\n", "\n    if True:\n" if path == "window" else "\n    if False:\n")
-        source = source.replace("if tl.max(floored.to(tl.int32), axis=0) > 0:", "if False:")
+        patch(re.escape("for step in range(1, STEPS):"), "for step in tl.static_range(1, STEPS):", 1)
+        patch(re.escape("for load in range("), "for load in tl.static_range(", 1)  # the group stage
+        patch(r"\n    if usable:\n", "\n    if True:\n" if path == "window" else "\n    if False:\n", 1)
+        patch(re.escape("if tl.max(floored.to(tl.int32), axis=0) > 0:"), "if False:", 1)
     return bitonic_kernel_from_source(source, "bitonic_" + path.replace(" ", "_"))
 
 
@@ -135,4 +143,17 @@ if __name__ == "__main__":
             print(f"flat, lane per row, words={int(words)} prefetch={int(prefetch)}: registers {registers(plan)};",
                   end=" ")
             count(plan, 256)
+    # v6: the grouped lane-per-row tile in two passes, in one pass, in one pass with word loads (the
+    # rule's plan for aligned bf16 rows at T >= 16384); the one-pass loop is unrolled, so its counts are
+    # per row, not per step. Compile times from scratch (Triton's cache bypassed) on this machine.
+    triton.knobs.compilation.always_compile = True
+    for one_pass, words in ((False, False), (True, False), (True, True)):
+        plan = bitonic_plan(grouped, 1, 32, 1, 4, 1, False, words, one_pass)
+        started = time.perf_counter()
+        _compile(plan)
+        seconds = time.perf_counter() - started
+        print(f"grouped 4 of 8, lane per row, one_pass={int(one_pass)} words={int(words)}: compiled in {seconds:.1f} s;"
+              f" registers {registers(plan)};", end=" ")
+        count(plan, 256)
+    triton.knobs.compilation.always_compile = False
     float64_max_min()
