@@ -560,7 +560,7 @@ def bitonic_kernel(
     GROUP: tl.constexpr,  # run length of the filter (divides GROUP_SIZE on the grouped path)
     GROUPS_PER_LOAD: tl.constexpr,  # group stage: groups read at once
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
-    WORDS: tl.constexpr,  # a lane per row reads 16-bit logits as 64-bit words (rows 16-byte aligned)
+    WORDS: tl.constexpr,  # 16-bit logits read as 64-bit words (rows 16-byte aligned, runs of 4; launch.words_ok)
     ONE_PASS: tl.constexpr,  # grouped, window keys: groups ranked and experts keyed in one read of the row
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
