@@ -1,7 +1,8 @@
 """Static instruction counts of the shipped kernels, compiled for sm_90 here (no GPU needed).
 
 Run: python benchmarks/probes/sass_counts.py    (prints instructions per thread and per logit by kind)
-Uses the ptxas and cuobjdump that Triton's wheel carries.
+Uses the ptxas and cuobjdump that Triton's wheel carries; counts are the installed Triton's (the last
+lines name its version: run it under 3.6 and 3.8 to compare their layouts, NOTES.md v6).
 
 Per-logit counts of the bitonic kernel's key paths come from a copy of kernels/_bitonic.py with the
 streaming loop unrolled and one path forced (``path_variant``), so that every instruction a lane
@@ -76,6 +77,34 @@ def path_variant(path: str):
         patch(r"\n    if usable:\n", "\n    if True:\n" if path == "window" else "\n    if False:\n", 1)
         patch(re.escape("if tl.max(floored.to(tl.int32), axis=0) > 0:"), "if False:", 1)
     return bitonic_kernel_from_source(source, "bitonic_" + path.replace(" ", "_"))
+
+
+_PLAIN_STEP_LOAD = """    return tl.load(row_base + expert[None], mask=read, other=0.0)"""
+_MEMBER_STEP_LOADS = """    parts = ()
+    for m in tl.static_range(CHUNK):  # one load per chunk member: [ROWS, LANES, 1, GROUP]
+        e1, p1, r1 = _step_experts(row_ok, lane, tl.arange(0, 1) + m, within, step, kept, NUM_EXPERTS,
+                                   GROUP_SIZE, LANES, CHUNK, GROUP)
+        parts = parts + (tl.load(row_base + e1[None], mask=r1, other=0.0),)
+    for level in tl.static_range(5):  # side by side, as the word loads' pieces
+        if (1 << level) < CHUNK:
+            joined = ()
+            for pair in tl.static_range(CHUNK >> (level + 1)):
+                a = parts[2 * pair]
+                both = tl.permute(tl.join(a, parts[2 * pair + 1]), (0, 1, 4, 2, 3))
+                joined = joined + (tl.reshape(both, (a.shape[0], a.shape[1], 2 * a.shape[2], a.shape[3])),)
+            parts = joined
+    return parts[0]"""
+
+
+def member_loads_variant():
+    """A copy of the bitonic kernel whose plain step loads are one load per chunk member (as v6's word
+    loads are one per 16 bytes), which leaves Triton's coalescing no choice of thread layout (NOTES.md
+    v6, Triton 3.8). Not shipped: not timed."""
+    from moe_routing.kernels import _bitonic
+
+    source = Path(_bitonic.__file__).read_text()
+    assert source.count(_PLAIN_STEP_LOAD) == 1
+    return bitonic_kernel_from_source(source.replace(_PLAIN_STEP_LOAD, _MEMBER_STEP_LOADS), "bitonic_member_loads")
 
 
 def _compile(plan):
@@ -156,4 +185,12 @@ if __name__ == "__main__":
               f" registers {registers(plan)};", end=" ")
         count(plan, 256)
     triton.knobs.compilation.always_compile = False
+    # the step loads' thread layout is Triton's choice: compare one load per chunk member (not shipped)
+    members = member_loads_variant()
+    for name, plan in (("flat, lane per row", bitonic_plan(call, 1, 32, 1, 4)),
+                       ("flat, four lanes", bitonic_plan(call, 4, 8, 1, 4)),
+                       ("flat, decode (16 lanes)", bitonic_plan(call, 16, 1, 1, 1, 1, True))):
+        for label, variant in (("shipped loads", plan), ("a load per chunk member", plan._replace(kernel=members))):
+            print(f"Triton {triton.__version__}, {name}, {label}: registers {registers(variant)};", end=" ")
+            count(variant, 256)
     float64_max_min()
