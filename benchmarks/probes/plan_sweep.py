@@ -5,8 +5,9 @@ Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium
 
 ``--ab FILE`` compares kernel versions instead of tiles, at the issue's target shapes: the rule's plan
 of the tree, its variants (``ab_arms``), and the same tile run by the bitonic kernel module in FILE
-(an earlier version, e.g. ``git show REV:src/moe_routing/kernels/_bitonic.py > FILE``), interleaved over ``--rounds`` rounds; each line gives the median of the round medians and the
-same-arm drift (the spread of that arm's round medians).
+(an earlier version, e.g. ``git show REV:src/moe_routing/kernels/_bitonic.py > FILE``), interleaved
+over ``--rounds`` rounds; each line gives the median of the round medians and the same-arm drift (the
+spread of that arm's round medians).
 
 Every sigmoid shape is also timed with its bias shifted by +8, which puts the window outside (-4, 4)
 and so forces the exact 64-bit keys (kernel v2's selection) on the rule's plan: both encodings side
@@ -22,7 +23,7 @@ from pathlib import Path
 from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
-from moe_routing.kernels.launch import HUGE, LARGE, bitonic_plan, rounds_plan, token_class
+from moe_routing.kernels.launch import HUGE, LARGE, bitonic_plan, rounds_plan, token_class, two_passes
 from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
 
 GRID = {  # (lanes, rows, warps, group) per token class; the LARGE entry serves HUGE too
@@ -83,8 +84,9 @@ def ab_arms(call, baseline):
         yield "rule's tile, words=0", plan._replace(constexprs={**c, "WORDS": False})
     if c["ONE_PASS"]:  # the same tile in two passes (group stage, then the masked stream: kernel v5)
         for prefetch in (c["PREFETCH"], not c["PREFETCH"]):
-            yield f"rule's tile, two passes, prefetch={int(prefetch)}", plan._replace(
-                constexprs={**c, "ONE_PASS": False, "WORDS": False, "PREFETCH": prefetch})
+            twin = two_passes(plan)
+            yield f"rule's tile, two passes, prefetch={int(prefetch)}", twin._replace(
+                constexprs={**twin.constexprs, "PREFETCH": prefetch})
     params = set(baseline.arg_names)
     yield "baseline kernel, rule's tile", plan._replace(
         kernel=baseline, constexprs={k: v for k, v in c.items() if k in params})

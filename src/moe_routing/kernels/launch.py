@@ -195,10 +195,15 @@ def all_plans(call: RoutingCall, wide_loads: bool = False) -> dict[str, Plan]:
         unaligned = choose_plan(call, tclass) if wide_loads else plans[name]
         if unaligned != plans[name]:
             plans[f"{name}, unaligned"] = unaligned
-        c = plans[name].constexprs
-        if c.get("ONE_PASS"):  # the same tile in two passes: both must give the same bits
-            plans[f"{name}, two passes"] = plans[name]._replace(constexprs={**c, "ONE_PASS": False, "WORDS": False})
+        if plans[name].constexprs.get("ONE_PASS"):  # the same tile in two passes: both must give the same bits
+            plans[f"{name}, two passes"] = two_passes(plans[name])
     return plans
+
+
+def two_passes(plan: Plan) -> Plan:
+    """A one-pass grouped plan's tile in two passes (group stage, then the masked stream; no word loads,
+    which that stream cannot take)."""
+    return plan._replace(constexprs={**plan.constexprs, "ONE_PASS": False, "WORDS": False})
 
 
 class _DirectLaunch:
