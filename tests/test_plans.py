@@ -48,13 +48,15 @@ def test_token_classes_are_monotone():
     assert classes == sorted(classes) and classes[0] == 0 and classes[-1] == 4 and len(set(classes)) == 5
 
 
+@pytest.mark.parametrize("experts", [256, 384])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-def test_word_loads_only_where_rows_are_aligned(dtype):
-    """A lane per row reads 16-bit logits as 64-bit words only from 16-byte aligned rows; the same call on
-    unaligned views of the same values takes the plain loads and gives the same bits."""
+def test_word_loads_only_where_rows_are_aligned(dtype, experts):
+    """The word tiles (a lane per row at 256 experts, two lanes per row at 384) read 16-bit logits as
+    64-bit words only from 16-byte aligned rows; the same call on unaligned views of the same values takes
+    the plain loads (at 384 experts another tile) and gives the same bits."""
     from moe_routing.kernels.launch import HUGE, choose_plan, wide_loads_ok
 
-    tokens, experts = (67 if ON_GPU else 5), 256
+    tokens = 67 if ON_GPU else 5
     logits = random_logits(tokens, experts, dtype, seed=11)
     logits[1, ::5] = float("nan")
     logits[3, 17] = float("inf")

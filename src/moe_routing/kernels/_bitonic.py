@@ -3,7 +3,8 @@
 Selection without K sequential full-row reductions. Every expert gets one key that orders experts
 as the semantics do (larger choice value ``c`` first, ties to the lower index, invalid experts after
 valid ones, padding last); ``LANES`` lanes share a row; each lane streams its experts, keeps its top
-``CHUNK`` keys with a bitonic merge per step, and the lanes' lists merge into the row's top ``CHUNK``.
+``CHUNK`` keys with a bitonic merge per step, and the lanes' lists merge into the row's top ``CHUNK``
+by halving (``_merge_lanes``, kernel v7).
 
 Grouped routing (some group can be eliminated) runs a group stage first (``_kept_group_bits``): each
 group's score in float32 from the row, ``GROUPS_PER_LOAD`` groups per load, exactly as the reference
@@ -62,6 +63,7 @@ POSITION_MASK = tl.constexpr((1 << 20) - 1)
 ORDER_INVALID = tl.constexpr(1)  # ordered value of an invalid expert; padding gets 0; valid ones >= 0x00800000
 # window keys: y = 2**23 + q holds the integer q in its low 23 bits; key = q << 9 | (511 - expert)
 WINDOW_EXPERTS = tl.constexpr(512)
+LOG2_MAX_LANES = tl.constexpr(6)  # at most 64 lanes per row
 INDEX_BITS = tl.constexpr(9)
 INDEX_MASK = tl.constexpr(511)
 Q_FLOOR = tl.constexpr(8388612.0)  # 2**23 + 4: below the window, and invalid experts (q = 4); padding has key 0
@@ -286,16 +288,17 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
                           _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                                      NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW))
     return _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
-                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW)
+                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW, STEPS == 1)
 
 
 @triton.jit
 def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
                    NUM_EXPERTS: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
-                   CHUNK: tl.constexpr, GROUP: tl.constexpr, WINDOW: tl.constexpr):
-    """From the lanes' lists ``best`` [ROWS, LANES, CHUNK] (0 for eliminated groups' runs): the lanes
-    merged, the top runs' experts selected exactly; returns what ``_select`` does."""
-    best = tl.topk(tl.reshape(best, (ROWS, LANES * CHUNK)), CHUNK, dim=1)  # merge the lanes of each row
+                   CHUNK: tl.constexpr, GROUP: tl.constexpr, WINDOW: tl.constexpr, SORTED: tl.constexpr):
+    """From the lanes' lists ``best`` [ROWS, LANES, CHUNK] (0 for eliminated groups' runs; sorted
+    descending when ``SORTED``, else bitonic): the lanes merged, the top runs' experts selected exactly;
+    returns what ``_select`` does."""
+    best = _merge_lanes(best, SORTED)
     expert, valid = _key_expert(best, WINDOW)
     if GROUP > 1:
         # the experts of the top CHUNK runs, selected exactly (key 0: an eliminated group's run, not read)
@@ -314,6 +317,36 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
         expert, valid = _key_expert(best, WINDOW)
     floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
     return expert, valid, floored
+
+
+@triton.jit
+def _merge_lanes(best, SORTED: tl.constexpr):
+    """The lanes' lists [ROWS, LANES, CHUNK] (each sorted descending when ``SORTED``, else bitonic) -> each
+    row's top CHUNK keys [ROWS, CHUNK], sorted descending.
+
+    A halving per level: the upper half of the lanes reverses its lists (registers only, a lane's list
+    being in its thread), so that one max with the paired lane of the lower half gives a bitonic
+    sequence holding the top CHUNK of both (one shuffle per key), which a bitonic merge of constant
+    direction sorts (single min/max instructions). ``tl.topk`` over the lanes' keys would sort the
+    already-sorted lists again and merge in alternating directions (a compare, a predicate and a select
+    per key and stage instead of one min or max). A single lane's bitonic list is sorted by ``tl.topk``
+    as before v7: a bitonic merge there took the lane-per-row tile from 72 to 94 registers."""
+    ROWS: tl.constexpr = best.shape[0]
+    LANES: tl.constexpr = best.shape[1]
+    CHUNK: tl.constexpr = best.shape[2]
+    tl.static_assert(LANES <= (1 << LOG2_MAX_LANES))
+    if LANES == 1:
+        best = tl.reshape(best, (ROWS, CHUNK))
+        return best if SORTED else tl.topk(best, CHUNK)
+    if not SORTED:
+        best = tl.bitonic_merge(best, descending=True)
+    for level in tl.static_range(LOG2_MAX_LANES):
+        if (LANES >> level) > 1:
+            pair = tl.reshape(best, (ROWS, 2, LANES >> (level + 1), CHUNK))
+            upper = (tl.arange(0, 2) == 1)[None, :, None, None]
+            best = tl.max(tl.where(upper, tl.flip(pair, 3), pair), axis=1)
+            best = tl.bitonic_merge(best, descending=True)
+    return tl.reshape(best, (ROWS, CHUNK))
 
 
 @triton.jit
@@ -381,7 +414,7 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         best = tl.maximum(tl.bitonic_merge(best), _kept_list(lists[step], kept, step, lane, LANES, CHUNK * GROUP,
                                                              GROUP_SIZE))
     expert, valid, floored = _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale,
-                                            kept, NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, True)
+                                            kept, NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, True, STEPS == 1)
     return expert, valid, floored, kept
 
 

@@ -126,7 +126,7 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
     """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly);
     ``wide_loads``: the logits may be read as 64-bit words (``wide_loads_ok``).
 
-    Tiles from benchmarks/NOTES.md (v3 to v5: plan sweeps and A/B runs of sessions 5 to 7 on the H200).
+    Tiles from benchmarks/NOTES.md (v3 to v7: plan sweeps and A/B runs of sessions 5 to 9 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
@@ -139,7 +139,7 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
 
 def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> Plan:
     """The bitonic kernel's tile, and one read of the row for grouped routing wherever the tile allows it
-    (``one_pass_ok``, kernel v6; benchmarks/NOTES.md)."""
+    (``one_pass_ok``, kernel v6), word loads where aligned (v5-v7); benchmarks/NOTES.md."""
     plan = _bitonic_tile(call, tclass)
     c = dict(plan.constexprs)
     if tclass >= MEDIUM and call.grouped and one_pass_ok(call, c["LANES"], c["GROUP"]):
@@ -147,6 +147,11 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> P
         # with step-ahead loads on the four-lane tiles (NOTES.md v6)
         c["ONE_PASS"] = True
         c["PREFETCH"] = c["PREFETCH"] or c["LANES"] > 1
+    if (tclass == HUGE and not call.grouped and 256 < call.experts <= 512 and wide_loads
+            and words_ok(call, 2, c["GROUP"])):
+        # long flat rows, aligned 16-bit logits: two lanes per row reading words, merged in one halving
+        # (v7: 384 experts at T = 65536 30.1 us against 33.6 on the four-lane tile)
+        return bitonic_plan(call, 2, 16, 1, c["GROUP"], 1, False, True)
     if c["LANES"] == 1 and wide_loads and words_ok(call, 1, c["GROUP"]) and (not call.grouped or c["ONE_PASS"]):
         # 16-bit logits as 64-bit words where aligned, on the lane-per-row tile, without step-ahead loads
         # (v6; slower or no better on the four-lane tiles); flat rows, or grouped in one pass (the
@@ -164,11 +169,14 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
     long_rows = call.experts >= 128
     run = 4 if not call.grouped or call.group_size % 4 == 0 else 1  # runs must not straddle groups
     whole_row = triton.next_power_of_2(call.num_groups)  # the group stage reads a whole row at once
-    # step-ahead loads (v5) where they measured faster: decode sizes, short rows, and long rows of more
-    # than 256 experts below the HUGE class; slower or no better elsewhere (benchmarks/NOTES.md v5)
-    prefetch = tclass <= SMALL or not long_rows or (call.experts > 256 and tclass < HUGE)
-    if tclass == LATENCY:  # one row per program, lanes sharing it: shortest dependency chain
-        return bitonic_plan(call, min(16, chunks), 1, 2 if call.experts > 256 else 1, 1, whole_row, prefetch)
+    # step-ahead loads (v5) where they measured faster: decode sizes, short rows, long rows of more than
+    # 256 experts below the HUGE class, and (v7's lane merge) 256 experts in the LARGE class; slower or
+    # no better elsewhere (benchmarks/NOTES.md v5, v7)
+    prefetch = (tclass <= SMALL or not long_rows or (call.experts > 256 and tclass < HUGE)
+                or (call.experts == 256 and tclass == LARGE))
+    if tclass == LATENCY:  # one row per program, lanes sharing it: shortest dependency chain; one warp up to 512
+        # experts since the lanes merge by halving (v7: 384 experts 2.31 us against 2.45 on two warps)
+        return bitonic_plan(call, min(16, chunks), 1, 2 if call.experts > 512 else 1, 1, whole_row, prefetch)
     if tclass == SMALL:  # still too few rows to fill the GPU with several per program
         if long_rows:
             return bitonic_plan(call, min(16, chunks), 1, 1, 1, whole_row, prefetch)
