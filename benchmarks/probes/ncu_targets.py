@@ -31,6 +31,8 @@ WARMUPS = 2
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="flat65536,grouped65536,flat1,wide65536,flat8192")
+    ap.add_argument("--repeat", type=int, default=1, help="profiled launches per shape (more stall samples for "
+                    "short kernels; give ncu --launch-count shapes x repeat)")
     args = ap.parse_args()
     names = args.shapes.split(",")
     runs = []
@@ -46,8 +48,9 @@ def main():
             launch(call, inputs.logits[i % 2], inputs.bias, inputs.weights, inputs.ids)
     torch.cuda.synchronize()
     for name, (call, inputs) in zip(names, runs):
-        launch(call, inputs.logits[1], inputs.bias, inputs.weights, inputs.ids)
-        torch.cuda.synchronize()
+        for _ in range(args.repeat):
+            launch(call, inputs.logits[1], inputs.bias, inputs.weights, inputs.ids)
+            torch.cuda.synchronize()
         print(f"profiled {name}: {SHAPES[name].label} T={SHAPES[name].tokens}", flush=True)
 
 

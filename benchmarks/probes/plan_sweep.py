@@ -1,6 +1,7 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
 Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --ab FILE]
+     [--tokens T ...] [--experts E ...] [--tile SPEC ...] [--jobs N | --warm I/N]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
 ``--ab FILE`` compares kernel versions instead of tiles, at the issue's target shapes: the rule's plan
@@ -12,18 +13,28 @@ spread of that arm's round medians).
 Every sigmoid shape is also timed with its bias shifted by +8, which puts the window outside (-4, 4)
 and so forces the exact 64-bit keys (kernel v2's selection) on the rule's plan: both encodings side
 by side in one run. Grouped shapes also time kernel v1 ("rounds") with its old rule.
+
+With ``--ab``, decode shapes (T <= 256) also time one-warp tiles that hold a whole list per thread
+(``decode_tiles``), and ``--tile`` adds any tile of the tree's kernel (``tile_arm``). ``--warm I/N`` only
+compiles every N-th arm into Triton's cache; ``--jobs N`` runs N such processes first (session 9's
+scripts ran them from the shell), which turns minutes of one-by-one compiling on the GPU machine
+into one.
 """
 
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import triton
 from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
-from moe_routing.kernels.launch import HUGE, LARGE, bitonic_plan, rounds_plan, token_class, two_passes
+from moe_routing.kernels.launch import (HUGE, LARGE, LATENCY, bitonic_chunk, bitonic_plan, one_pass_ok, rounds_plan,
+                                        token_class, two_passes, words_ok)
 from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
 
 GRID = {  # (lanes, rows, warps, group) per token class; the LARGE entry serves HUGE too
@@ -90,6 +101,55 @@ def ab_arms(call, baseline):
     params = set(baseline.arg_names)
     yield "baseline kernel, rule's tile", plan._replace(
         kernel=baseline, constexprs={k: v for k, v in c.items() if k in params})
+    if token_class(call.tokens) == LATENCY:  # decode tiles whose lanes each hold a whole list in one thread
+        for lanes, rows in decode_tiles(call):
+            if (lanes, rows, 1) != (c["LANES"], plan.rows, plan.num_warps):
+                tile = bitonic_plan(call, lanes, rows, 1, 1, c["GROUPS_PER_LOAD"], c["PREFETCH"])
+                yield f"L{lanes} R{rows} W1", tile
+
+
+def tile_arm(call, spec: str):
+    """``--tile``'s plan for this call, or None where it does not apply: SPEC is words such as
+    "L2 R16 W1 G4 words" (lanes, rows, warps, run length, P groups per load; flags: words, prefetch,
+    onepass)."""
+    numbers = {"L": 1, "R": 1, "W": 1, "G": 1, "P": 1}
+    flags = set()
+    for word in spec.split():
+        if word[0] in numbers and word[1:].isdigit():
+            numbers[word[0]] = int(word[1:])
+        else:
+            flags.add(word)
+    unknown = flags - {"words", "prefetch", "onepass"}
+    assert not unknown, f"--tile: unknown words {unknown}"
+    lanes, group = numbers["L"], numbers["G"]
+    if ("onepass" in flags and not one_pass_ok(call, lanes, group)) or (call.grouped and call.group_size % group) \
+            or ("words" in flags and not (words_ok(call, lanes, group) and (not call.grouped or "onepass" in flags))):
+        return None
+    return bitonic_plan(call, lanes, numbers["R"], numbers["W"], group, numbers["P"], "prefetch" in flags,
+                        "words" in flags, "onepass" in flags)
+
+
+def decode_tiles(call):
+    """One-warp tiles of one list per thread (lanes x rows x CHUNK = 256), at most four steps a row."""
+    chunk = bitonic_chunk(call)
+    chunks = triton.next_power_of_2(triton.cdiv(call.experts, chunk))
+    lanes = min(32, chunks)
+    while lanes >= 4 and lanes * 4 >= chunks:
+        yield lanes, 256 // (lanes * chunk)
+        lanes //= 2
+
+
+def warm_all(jobs: int) -> None:
+    """Run this sweep's command line in ``jobs`` ``--warm`` processes side by side and wait for them: the
+    timed run then finds every kernel in Triton's cache."""
+    argv = [a for a in sys.argv[1:] if not a.startswith("--jobs=")]
+    if "--jobs" in argv:
+        at = argv.index("--jobs")
+        del argv[at:at + 2]
+    workers = [subprocess.Popen([sys.executable, __file__, *argv, "--warm", f"{i}/{jobs}", "--budget-s", "1e9"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(jobs)]
+    for worker in workers:
+        worker.wait()
 
 
 def main():
@@ -102,12 +162,21 @@ def main():
     ap.add_argument("--ab", metavar="FILE", help="kernel versions at the target shapes (see the docstring)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
     ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
+    ap.add_argument("--experts", type=int, nargs="*", help="only shapes with these expert counts")
     ap.add_argument("--progress", action="store_true", help="print every round's median as it is measured")
+    ap.add_argument("--tile", action="append", default=[], metavar="SPEC",
+                    help='with --ab: also time this tile of the tree\'s kernel, e.g. "L2 R16 W1 G4 words" (tile_arm)')
+    ap.add_argument("--warm", metavar="I/N", help="only compile (launch once) every N-th arm from the I-th, into "
+                    "Triton's cache, and exit: N such processes side by side compile a sweep's kernels in parallel")
+    ap.add_argument("--jobs", type=int, default=1, help="first compile every arm in this many --warm processes")
     args = ap.parse_args()
+    if args.jobs > 1 and not args.warm:
+        warm_all(args.jobs)
     baseline = load_kernel_file(args.ab) if args.ab else None
     rounds = args.rounds if args.rounds > 1 or not args.ab else 3
     started = time.time()
     results = []
+    warmed = 0
     shapes = [Shape(e, k, t) for e, k in ((256, 8), (384, 8)) for t in (65536, 8192, 1)]
     shapes += [Shape(64, 6, t) for t in (65536, 8192, 1)] + [Shape(512, 8, 65536), Shape(128, 8, 65536)]
     if args.grouped:
@@ -115,13 +184,16 @@ def main():
     if args.medium:
         shapes = [Shape(e, k, t) for e, k in ((256, 8), (384, 8), (64, 6)) for t in (512, 1024, 2048, 4095)]
     if args.ab:
-        shapes = [Shape(256, 8, t) for t in (1, 128, 8192, 65536)] + [Shape(384, 8, t) for t in (1, 8192, 65536)]
+        shapes = [Shape(256, 8, t) for t in (1, 128, 8192, 65536)] + [Shape(384, 8, t) for t in (1, 128, 8192, 65536)]
         shapes += [Shape(64, 6, t) for t in (1, 128, 65536)]
         shapes += [Shape(256, 8, t, 8, 4) for t in (1, 128, 2048, 8192, 65536)]
+        shapes += [Shape(512, 8, t) for t in (1, 65536)]  # the longest rows with window keys
     if args.ab and args.grouped:  # the grouped target shapes only, largest first
         shapes = sorted((shape for shape in shapes if shape.groups > 1), key=lambda shape: -shape.tokens)
     if args.tokens:
         shapes = [shape for shape in shapes if shape.tokens in args.tokens]
+    if args.experts:
+        shapes = [shape for shape in shapes if shape.experts in args.experts]
     for shape in shapes:
         if time.time() - started > args.budget_s:
             print("budget spent; stopping", flush=True)
@@ -131,10 +203,19 @@ def main():
                           True, shape.scale, None)
         if baseline is not None:
             arms = [(name, plan, inputs.bias) for name, plan in ab_arms(call, baseline)]
+            arms += [(f"tile {spec}", plan, inputs.bias) for spec in args.tile
+                     if (plan := tile_arm(call, spec)) is not None]
         else:
             arms = [(name, plan, inputs.bias) for name, plan in candidates(call, args.medium)]
         if not args.medium and not args.ab and not call.softmax and inputs.bias is not None:
             arms.append(("rule, exact keys (bias + 8)", choose_plan(call), inputs.bias + 8.0))
+        if args.warm:
+            part, parts = (int(v) for v in args.warm.split("/"))
+            for name, plan, bias in arms:
+                warmed += 1
+                if warmed % parts == part:
+                    launch(call, inputs.logits[0], bias, inputs.weights, inputs.ids, plan=plan)
+            continue
         per_round = {name: [] for name, _, _ in arms}
         replays = {name: [] for name, _, _ in arms}
         for _ in range(rounds):  # arms interleaved: A B C A B C ...
