@@ -63,7 +63,8 @@ POSITION_MASK = tl.constexpr((1 << 20) - 1)
 ORDER_INVALID = tl.constexpr(1)  # ordered value of an invalid expert; padding gets 0; valid ones >= 0x00800000
 # window keys: y = 2**23 + q holds the integer q in its low 23 bits; key = q << 9 | (511 - expert)
 WINDOW_EXPERTS = tl.constexpr(512)
-LOG2_MAX_LANES = tl.constexpr(6)  # at most 64 lanes per row
+MAX_LANES = tl.constexpr(64)  # lanes per row that _merge_lanes merges: six halvings
+LOG2_MAX_LANES = tl.constexpr(6)
 INDEX_BITS = tl.constexpr(9)
 INDEX_MASK = tl.constexpr(511)
 Q_FLOOR = tl.constexpr(8388612.0)  # 2**23 + 4: below the window, and invalid experts (q = 4); padding has key 0
@@ -334,7 +335,7 @@ def _merge_lanes(best, SORTED: tl.constexpr):
     ROWS: tl.constexpr = best.shape[0]
     LANES: tl.constexpr = best.shape[1]
     CHUNK: tl.constexpr = best.shape[2]
-    tl.static_assert(LANES <= (1 << LOG2_MAX_LANES))
+    tl.static_assert(LANES <= MAX_LANES)
     if LANES == 1:
         best = tl.reshape(best, (ROWS, CHUNK))
         return best if SORTED else tl.topk(best, CHUNK)

@@ -151,7 +151,7 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> P
             and words_ok(call, 2, c["GROUP"])):
         # long flat rows, aligned 16-bit logits: two lanes per row reading words, merged in one halving
         # (v7: 384 experts at T = 65536 30.1 us against 33.6 on the four-lane tile)
-        return bitonic_plan(call, 2, 16, 1, c["GROUP"], 1, False, True)
+        return bitonic_plan(call, 2, 16, 1, c["GROUP"], words=True)
     if c["LANES"] == 1 and wide_loads and words_ok(call, 1, c["GROUP"]) and (not call.grouped or c["ONE_PASS"]):
         # 16-bit logits as 64-bit words where aligned, on the lane-per-row tile, without step-ahead loads
         # (v6; slower or no better on the four-lane tiles); flat rows, or grouped in one pass (the
