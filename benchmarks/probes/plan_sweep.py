@@ -203,8 +203,12 @@ def main():
                           True, shape.scale, None)
         if baseline is not None:
             arms = [(name, plan, inputs.bias) for name, plan in ab_arms(call, baseline)]
-            arms += [(f"tile {spec}", plan, inputs.bias) for spec in args.tile
-                     if (plan := tile_arm(call, spec)) is not None]
+            for spec in args.tile:
+                plan = tile_arm(call, spec)
+                if plan is None:
+                    print(f"{shape.label} T={shape.tokens}: tile {spec!r} does not apply (not timed)", flush=True)
+                else:
+                    arms.append((f"tile {spec}", plan, inputs.bias))
         else:
             arms = [(name, plan, inputs.bias) for name, plan in candidates(call, args.medium)]
         if not args.medium and not args.ab and not call.softmax and inputs.bias is not None:
