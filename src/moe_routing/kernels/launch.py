@@ -141,21 +141,22 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> P
     """The bitonic kernel's tile, and one read of the row for grouped routing wherever the tile allows it
     (``one_pass_ok``, kernel v6), word loads where aligned (v5-v7); benchmarks/NOTES.md."""
     plan = _bitonic_tile(call, tclass)
+    if (tclass == HUGE and not call.grouped and 256 < call.experts <= 512 and wide_loads
+            and words_ok(call, 2, plan.constexprs["GROUP"])):
+        # long flat rows, aligned 16-bit logits: two lanes per row (word loads below), merged in one
+        # halving (v7: 384 experts at T = 65536 30.1 us against 33.6 on the four-lane tile)
+        plan = bitonic_plan(call, 2, 16, 1, plan.constexprs["GROUP"])
     c = dict(plan.constexprs)
     if tclass >= MEDIUM and call.grouped and one_pass_ok(call, c["LANES"], c["GROUP"]):
         # one pass where measured faster: from the MEDIUM class up (two passes at decode sizes), and
         # with step-ahead loads on the four-lane tiles (NOTES.md v6)
         c["ONE_PASS"] = True
         c["PREFETCH"] = c["PREFETCH"] or c["LANES"] > 1
-    if (tclass == HUGE and not call.grouped and 256 < call.experts <= 512 and wide_loads
-            and words_ok(call, 2, c["GROUP"])):
-        # long flat rows, aligned 16-bit logits: two lanes per row reading words, merged in one halving
-        # (v7: 384 experts at T = 65536 30.1 us against 33.6 on the four-lane tile)
-        return bitonic_plan(call, 2, 16, 1, c["GROUP"], words=True)
-    if c["LANES"] == 1 and wide_loads and words_ok(call, 1, c["GROUP"]) and (not call.grouped or c["ONE_PASS"]):
-        # 16-bit logits as 64-bit words where aligned, on the lane-per-row tile, without step-ahead loads
-        # (v6; slower or no better on the four-lane tiles); flat rows, or grouped in one pass (the
-        # two-pass stream masks by group)
+    if (c["LANES"] <= 2 and wide_loads and words_ok(call, c["LANES"], c["GROUP"])
+            and (not call.grouped or c["ONE_PASS"])):
+        # 16-bit logits as 64-bit words where aligned, on the tiles of one or two lanes per row, without
+        # step-ahead loads (v6, v7; slower or no better on the four-lane tiles); flat rows, or grouped in
+        # one pass (the two-pass stream masks by group)
         c["WORDS"] = True
     return plan._replace(constexprs=c)
 
