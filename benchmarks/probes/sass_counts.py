@@ -1,6 +1,7 @@
 """Static instruction counts of the shipped kernels, compiled for sm_90 here (no GPU needed).
 
-Run: python benchmarks/probes/sass_counts.py    (prints instructions per thread and per logit by kind)
+Run: python benchmarks/probes/sass_counts.py [--baseline FILE]    (prints instructions per thread and per
+     logit by kind; with FILE, an earlier kernels/_bitonic.py, also its counts of v7's lane-merge tiles)
 Uses the ptxas and cuobjdump that Triton's wheel carries; counts are the installed Triton's (the last
 lines name its version: run it under 3.6 and 3.8 to compare their layouts, NOTES.md v6).
 
@@ -57,12 +58,13 @@ def float64_max_min():
     print("float64 max + min on sm_90:", ", ".join(ops))
 
 
-def path_variant(path: str):
-    """A copy of the bitonic kernel module: "window" or "exact" (loop unrolled, only that key path), or
-    "filtered exact" (as shipped, but the exact keys also use the run filter)."""
+def path_variant(path: str, source: str | None = None):
+    """A copy of the bitonic kernel module (``source``: another version's text): "window" or "exact" (loop
+    unrolled, only that key path), or "filtered exact" (as shipped, but the exact keys also use the run
+    filter)."""
     from moe_routing.kernels import _bitonic
 
-    source = Path(_bitonic.__file__).read_text()
+    source = Path(_bitonic.__file__).read_text() if source is None else source
 
     def patch(pattern, replacement, count):  # every edit must find its text: a probe must not go quietly wrong
         nonlocal source
@@ -76,7 +78,7 @@ def path_variant(path: str):
         patch(re.escape("for load in range("), "for load in tl.static_range(", 1)  # the group stage
         patch(r"\n    if usable:\n", "\n    if True:\n" if path == "window" else "\n    if False:\n", 1)
         patch(re.escape("if tl.max(floored.to(tl.int32), axis=0) > 0:"), "if False:", 1)
-    return bitonic_kernel_from_source(source, "bitonic_" + path.replace(" ", "_"))
+    return bitonic_kernel_from_source(source, f"bitonic_{path.replace(' ', '_')}_{abs(hash(source))}")
 
 
 _PLAIN_STEP_LOAD = """    return tl.load(row_base + expert[None], mask=read, other=0.0)"""
@@ -105,6 +107,28 @@ def member_loads_variant():
     source = Path(_bitonic.__file__).read_text()
     assert source.count(_PLAIN_STEP_LOAD) == 1
     return bitonic_kernel_from_source(source.replace(_PLAIN_STEP_LOAD, _MEMBER_STEP_LOADS), "bitonic_member_loads")
+
+
+def lane_merge_counts(baseline: str | None = None):
+    """Kernel v7's lane merge (NOTES.md v7): instructions of the window-key path of the decode tiles
+    (256/8 with 16 and 32 lanes, 64/6 with 8 lanes; one warp) and registers of the four-lane tile (256/8,
+    8 rows, runs of 4, step-ahead loads), for the tree's kernel and for ``baseline`` (a kernels/_bitonic.py
+    file, e.g. v6's)."""
+    import torch
+
+    versions = [("tree", None)] + ([(baseline, Path(baseline).read_text())] if baseline else [])
+    for name, source in versions:
+        window = path_variant("window", source)
+        for experts, topk, lanes in ((256, 8, 16), (256, 8, 32), (64, 6, 8)):
+            call = check_call(torch.zeros(1, experts), topk, "sigmoid", torch.zeros(experts), 1, 1, True, 1.0, None)
+            plan = bitonic_plan(call, lanes, 1, 1, 1, 1, True)
+            print(f"lane merge, {name}: {experts}/{topk} decode, window path only:", end=" ")
+            count(plan._replace(kernel=window), experts)
+        call = check_call(torch.zeros(1, 256), 8, "sigmoid", torch.zeros(256), 1, 1, True, 1.0, None)
+        four = bitonic_plan(call, 4, 8, 1, 4, 1, True)
+        if source is not None:
+            four = four._replace(kernel=bitonic_kernel_from_source(source, f"bitonic_baseline_{abs(hash(source))}"))
+        print(f"lane merge, {name}: four-lane tile, registers {registers(four)}")
 
 
 def _compile(plan):
@@ -143,7 +167,14 @@ def count(plan, experts):
 
 
 if __name__ == "__main__":
+    import argparse
+
     import torch
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--baseline", metavar="FILE", help="an earlier kernels/_bitonic.py for lane_merge_counts")
+    args = ap.parse_args()
+    lane_merge_counts(args.baseline)
 
     call = check_call(torch.zeros(1, 256), 8, "sigmoid", torch.zeros(256), 1, 1, True, 1.0, None)
     count(rounds_plan(call, 0, 1, 1), 256)  # v1 at decode: one row on one warp, no loop
