@@ -7,6 +7,10 @@ kernels), and otherwise the PyTorch reference, which is exact by definition and 
 than an interpreted kernel.  Under ``torch.compile`` the launch goes through a registered custom op
 (``torch.ops.moe_routing.route_into``) with a fake, so graphs trace it with ``fullgraph=True``.
 
+In eager mode on a CUDA device, a call of a plan that was launched before takes the C++ host path
+(kernels/host_launch.py: the same acceptance, the same binary, one C++ call); every other call, and
+every invalid one, runs the Python below.
+
 Triton itself is imported on first use, so a command-line tool can still choose the interpreter.
 """
 
@@ -18,6 +22,14 @@ from . import reference
 from .call import RoutingCall, check_call
 
 _kernels = None  # moe_routing.kernels, imported on first use
+_host_route = None  # the C++ host path's entry point (kernels/host_launch.py), once built
+
+
+def use_host_route(entry) -> None:
+    """Let eager calls try ``entry`` (the C++ host path: validation and launch in one call) before the
+    Python path; None keeps every call in Python."""
+    global _host_route
+    _host_route = entry
 
 
 def _kernel_module():
@@ -76,6 +88,12 @@ def route(
     >>> weights.shape, ids.dtype
     (torch.Size([4, 8]), torch.int32)
     """
+    if _host_route is not None and not torch.compiler.is_compiling():
+        # a call of a plan launched before: validated and launched in C++ (kernels/host_launch.py), else None
+        routed = _host_route(gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group,
+                             renormalize, routed_scaling_factor, out)
+        if routed is not None:
+            return routed
     call = check_call(
         gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group,
         renormalize, routed_scaling_factor, out,

@@ -16,24 +16,26 @@ take Triton's own path whenever a launch hook is installed (profilers), on ROCm,
 
 from __future__ import annotations
 
+import bisect
 from typing import NamedTuple
 
 import torch
 import triton
 
 from ..call import RoutingCall
+from . import host_launch
 from ._bitonic import bitonic_kernel
 from ._common import log2
 from ._rounds import rounds_kernel
 
 LATENCY, SMALL, MEDIUM, LARGE, HUGE = range(5)  # token classes
+TOKEN_CLASS_STARTS = (257, 2048, 4096, 16384)  # the first token count of SMALL, MEDIUM, LARGE and HUGE
 
 
 def token_class(tokens: int) -> int:
-    """Token counts that every rule treats alike: <= 256, < 2048, < 4096, < 16384, more."""
-    if tokens <= 256:
-        return LATENCY
-    return SMALL if tokens < 2048 else MEDIUM if tokens < 4096 else LARGE if tokens < 16384 else HUGE
+    """Token counts that every rule treats alike: <= 256, < 2048, < 4096, < 16384, more (the C++ host
+    path counts the same ``TOKEN_CLASS_STARTS``)."""
+    return bisect.bisect_right(TOKEN_CLASS_STARTS, tokens)
 
 
 class Plan(NamedTuple):
@@ -268,6 +270,17 @@ def _int_class(value: int) -> int:
     return 1 if value == 1 else (16 if value % 16 == 0 else 0)
 
 
+def launcher_key(call: RoutingCall, logits, bias, index: int, logits_ptr: int, bias_ptr: int | None,
+                 stride: int) -> tuple:
+    """The launcher cache's key: everything the rule and Triton's specialisation depend on (the
+    normalised call but its token count and scale, the token class, the dtypes, the device, the
+    16-byte alignment of the logits and bias, the row stride's class). host_launch.cpp keys the same."""
+    return (
+        call[1:7], token_class(call.tokens), logits.dtype, None if bias is None else bias.dtype, index,
+        logits_ptr & 15 == 0, None if bias_ptr is None else bias_ptr & 15 == 0, _int_class(stride),
+    )
+
+
 def launch(
     call: RoutingCall,
     logits: torch.Tensor,
@@ -286,10 +299,7 @@ def launch(
         index = logits.get_device()
         logits_ptr = logits.data_ptr()
         bias_ptr = None if bias is None else bias.data_ptr()
-        key = (
-            call[1:7], token_class(call.tokens), logits.dtype, None if bias is None else bias.dtype, index,
-            logits_ptr & 15 == 0, None if bias_ptr is None else bias_ptr & 15 == 0, _int_class(stride),
-        )
+        key = launcher_key(call, logits, bias, index, logits_ptr, bias_ptr, stride)
         direct = _launchers.get(key)
         if direct is not None and not _hooks_installed():
             if index != _current_device():  # kernels launch on the current device
@@ -315,4 +325,14 @@ def launch(
         num_warps=plan.num_warps, **plan.constexprs,
     )
     if key is not None and key not in _launchers:
-        _launchers[key] = _DirectLaunch(compiled, plan) if _direct_launch_supported(compiled) else None
+        direct = _DirectLaunch(compiled, plan) if _direct_launch_supported(compiled) else None
+        _launchers[key] = direct
+        if direct is not None and host_launch.enabled_by_environment() and host_launch.load() is not None:
+            host_launch.register(call, logits, bias, weights, ids, compiled, plan.rows)
+
+
+def forget_launchers() -> None:
+    """Drop every cached launcher, Python and C++ (tests; the next call of each plan goes through Triton)."""
+    _launchers.clear()
+    if host_launch.loaded() is not None:
+        host_launch.loaded().clear()

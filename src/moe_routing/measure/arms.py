@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import reference
+from .. import op, reference
 from ..op import route
 from .bench import Inputs
 from .verify import verify
@@ -71,6 +71,23 @@ def arm_route(inputs: Inputs):
     shape, kw = inputs.shape, inputs.shape.kwargs(inputs.bias)
     out = (inputs.weights, inputs.ids)
     return lambda i: route(inputs.logits[i], shape.topk, out=out, **kw)
+
+
+def arm_route_python_launch(inputs: Inputs):
+    """route(out=) kept on the Python launch path: the C++ host path switched off around each call (the
+    eager A/B of kernels/host_launch.py; the switch adds two module-attribute writes to this arm)."""
+    shape, kw = inputs.shape, inputs.shape.kwargs(inputs.bias)
+    out = (inputs.weights, inputs.ids)
+
+    def call(i):
+        entry = op._host_route
+        op._host_route = None
+        try:
+            return route(inputs.logits[i], shape.topk, out=out, **kw)
+        finally:
+            op._host_route = entry
+
+    return call
 
 
 def arm_route_allocating(inputs: Inputs):
@@ -165,6 +182,7 @@ def arm_aiter_biased_grouped_topk(inputs: Inputs):
 OURS = {
     "moe_routing.route(out=)": arm_route,
     "moe_routing.route": arm_route_allocating,
+    "moe_routing.route(out=) via Python": arm_route_python_launch,
 }
 BASELINES = {
     "reference (eager)": arm_reference,

@@ -37,7 +37,8 @@ PRESETS = {
     + [Shape(256, 8, t, 8, 4) for t in (1, 128, 1024, 8192, 65536)],
 }
 
-HOST_ARMS = {"moe_routing.route(out=)", "moe_routing.route", "torch.max(dim=-1)", "empty kernel"}
+HOST_ARMS = {"moe_routing.route(out=)", "moe_routing.route", "moe_routing.route(out=) via Python", "torch.max(dim=-1)",
+             "empty kernel"}
 
 
 def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, calls_per_graph: int,
