@@ -53,7 +53,8 @@ def route_every_plan(logits, topk, **kwargs):
                       kwargs.get("num_expert_group", 1), kwargs.get("topk_group", 1), kwargs.get("renormalize", True),
                       kwargs.get("routed_scaling_factor", 1.0), None)
     results = {}
-    for tclass, plan in all_plans(call, wide_loads_ok(logits, logits.stride(0))).items():
+    biased = kwargs.get("correction_bias") is not None
+    for tclass, plan in all_plans(call, wide_loads_ok(logits, logits.stride(0)), biased).items():
         weights, ids = poisoned_out(logits.shape[0], topk, logits.device)
         launch(call, logits, kwargs.get("correction_bias"), weights, ids, plan=plan)
         assert_fully_written(weights, ids)

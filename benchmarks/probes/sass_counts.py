@@ -72,11 +72,11 @@ def path_variant(path: str, source: str | None = None):
         assert found == count, (pattern, found)
 
     if path == "filtered exact":
-        patch(r"CHUNK, 1, False,(\s+)PREFETCH", r"CHUNK, GROUP, False,\1PREFETCH", 2)
+        patch(r"CHUNK, 1, (False|EXACT_KEYS),(\s+)PREFETCH", r"CHUNK, GROUP, \1,\2PREFETCH", 2)
     else:
         patch(re.escape("for step in range(1, STEPS):"), "for step in tl.static_range(1, STEPS):", 1)
         patch(re.escape("for load in range("), "for load in tl.static_range(", 1)  # the group stage
-        patch(r"\n    if usable:\n", "\n    if True:\n" if path == "window" else "\n    if False:\n", 1)
+        patch(r"\n    (el)?if usable:\n", r"\n    \1if True:\n" if path == "window" else r"\n    \1if False:\n", 1)
         patch(re.escape("if tl.max(floored.to(tl.int32), axis=0) > 0:"), "if False:", 1)
     return bitonic_kernel_from_source(source, f"bitonic_{path.replace(' ', '_')}_{abs(hash(source))}")
 

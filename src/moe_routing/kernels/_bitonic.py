@@ -1,4 +1,5 @@
-"""The streaming bitonic routing kernel: sigmoid scoring (with or without bias), flat or grouped; the kernel only.
+"""The streaming bitonic routing kernel: sigmoid scoring (with or without bias), flat or grouped, and flat
+renormalised softmax without bias; the kernel only.
 
 Selection without K sequential full-row reductions. Every expert gets one key that orders experts
 as the semantics do (larger choice value ``c`` first, ties to the lower index, invalid experts after
@@ -40,6 +41,16 @@ batch or the tile, so results stay batch-invariant:
   their wider keys would otherwise raise the register count, and with it lower the occupancy, of
   the whole kernel.
 
+Softmax (``SOFTMAX``: flat, no bias, renormalised; launch.bitonic_supported) is ranked by the logits
+themselves: softmax is strictly increasing in the logit, so the semantics' order of ``c = s`` is the
+logits' order (equal logits: lower index first; float32 softmax values can tie where the logits differ,
+but such rows' float64 margin is below one float32 step, a near tie). 16-bit logits of rows up to 512
+experts get 32-bit keys from their own bits (**logit keys**: the bits made order-preserving above 9 bits
+of inverted index, -0 as +0, non-finite ones below every finite one); float32 logits and longer rows
+get the exact keys of the float32 logit. No sigmoid and no window: nothing is redone. The weights are
+``exp(x - max)`` of the chosen logits over their float32 sum: the row's softmax denominator cancels in
+the renormalisation, so the row is read once.
+
 ``GROUP > 1`` adds a filter for long rows: a lane keeps only the best key of each run of ``GROUP``
 consecutive experts (one max per expert) and streams those; the row's top ``CHUNK`` runs hold its top
 ``CHUNK`` experts (an expert outside them is beaten by the best keys of ``CHUNK`` other runs, i.e. by
@@ -61,12 +72,18 @@ from ._common import finish_weights, kept_groups, sigmoid_scores, top2_group_sco
 POSITION_BITS = tl.constexpr(20)
 POSITION_MASK = tl.constexpr((1 << 20) - 1)
 ORDER_INVALID = tl.constexpr(1)  # ordered value of an invalid expert; padding gets 0; valid ones >= 0x00800000
+# key encodings (the KEYS constexpr)
+EXACT_KEYS = tl.constexpr(0)  # 64 bits: sigmoid c, exact
+WINDOW_KEYS = tl.constexpr(1)  # 32 bits: sigmoid c in the bias window
+LOGIT16_KEYS = tl.constexpr(2)  # 32 bits: softmax, the 16-bit logit's own bits (E <= 512)
+LOGIT_KEYS = tl.constexpr(3)  # 64 bits: softmax, the float32 logit, exact
 # window keys: y = 2**23 + q holds the integer q in its low 23 bits; key = q << 9 | (511 - expert)
 WINDOW_EXPERTS = tl.constexpr(512)
 MAX_LANES = tl.constexpr(64)  # lanes per row that _merge_lanes merges: six halvings
 LOG2_MAX_LANES = tl.constexpr(6)
 INDEX_BITS = tl.constexpr(9)
 INDEX_MASK = tl.constexpr(511)
+LOGIT16_INVALID = tl.constexpr(4)  # ordered value of a non-finite 16-bit logit: below every finite one (>= 128)
 Q_FLOOR = tl.constexpr(8388612.0)  # 2**23 + 4: below the window, and invalid experts (q = 4); padding has key 0
 Q_BASE = tl.constexpr(8388672.0)  # 2**23 + 64: the bottom of the window (q = 64, give or take the offset's rounding)
 Q_SPAN = tl.constexpr(8388352.0)  # 2**23 - 256 steps across the window: q stays below 2**23 - 128
@@ -120,21 +137,36 @@ def _window_key(x, choice, expert, exists, offset, scale, PADDED: tl.constexpr):
 
 
 @triton.jit
-def _keys(x, bias, expert, exists, offset, scale, WINDOW: tl.constexpr, PADDED: tl.constexpr):
+def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl.constexpr):
     """Keys of experts ``expert`` (any shape) from their raw logits ``x`` and bias (None without)."""
-    x = x.to(tl.float32)
-    if WINDOW:
+    if KEYS == LOGIT16_KEYS:  # softmax ranks as its logits do: their own 16 bits, made order-preserving
+        bits = x.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+        bits = tl.where(bits == 0x8000, 0, bits)  # -0 ranks as +0 (equal logits: lower index first)
+        ordered = bits ^ tl.where(bits >= 0x8000, 0xFFFF, 0x8000)
+        ordered = tl.where(tl.abs(x.to(tl.float32)) < float("inf"), ordered, LOGIT16_INVALID)
+        key = (ordered.to(tl.uint32) << INDEX_BITS) | (expert ^ INDEX_MASK).to(tl.uint32)
+        if PADDED:
+            key = tl.where(exists, key, 0).to(tl.uint32)
+        return key
+    elif KEYS == WINDOW_KEYS:
+        x = x.to(tl.float32)
         return _window_key(x, _window_choice(x, bias), expert, exists, offset, scale, PADDED)
     else:
+        x = x.to(tl.float32)
         valid = tl.abs(x) < float("inf")
-        scores = sigmoid_scores(x, valid)
-        if bias is not None:
-            valid = valid & (tl.abs(bias) < float("inf"))
-            choice = scores + bias
+        if KEYS == LOGIT_KEYS:  # softmax: the logit itself (softmax is strictly increasing in it)
+            choice = x
         else:
-            choice = scores
-        # order-preserving unsigned bits of c (negative floats flipped whole, positive ones get the sign bit)
+            scores = sigmoid_scores(x, valid)
+            if bias is not None:
+                valid = valid & (tl.abs(bias) < float("inf"))
+                choice = scores + bias
+            else:
+                choice = scores
+        # order-preserving unsigned bits of c (negative floats flipped whole, positive ones get the sign
+        # bit; -0 as +0, so that equal values keep index order)
         bits = choice.to(tl.uint32, bitcast=True)
+        bits = tl.where(bits == 0x80000000, 0, bits).to(tl.uint32)
         ordered = bits ^ tl.where((bits >> 31) != 0, 0xFFFFFFFF, 0x80000000).to(tl.uint32)
         ordered = tl.where(valid, ordered, ORDER_INVALID).to(tl.uint32)
         if PADDED:
@@ -144,9 +176,9 @@ def _keys(x, bias, expert, exists, offset, scale, WINDOW: tl.constexpr, PADDED: 
 
 
 @triton.jit
-def _key_expert(key, WINDOW: tl.constexpr):
+def _key_expert(key, KEYS: tl.constexpr):
     """The expert index a key encodes, and whether that expert is valid."""
-    if WINDOW:
+    if KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS:
         expert = (key & INDEX_MASK).to(tl.int32) ^ INDEX_MASK
         valid = (key >> INDEX_BITS) >= Q_VALID
     else:
@@ -227,7 +259,7 @@ def _side_by_side(first, second):
 @triton.jit
 def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-               GROUP: tl.constexpr, WINDOW: tl.constexpr):
+               GROUP: tl.constexpr, KEYS: tl.constexpr):
     """One step of a lane from its logits ``x`` (``_step_load``): CHUNK runs of GROUP experts -> their
     best keys, sorted descending [ROWS, LANES, CHUNK]. Experts of eliminated groups get key 0, below
     everything, like padding."""
@@ -240,7 +272,7 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
             bias = tl.load(bias_ptr + expert, mask=expert < NUM_EXPERTS, other=0.0).to(tl.float32)[None]
         else:
             bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
-    keys = _keys(x, bias, expert[None], present, offset, scale, WINDOW, PADDED or kept is not None)
+    keys = _keys(x, bias, expert[None], present, offset, scale, KEYS, PADDED or kept is not None)
     if GROUP > 1:
         keys = tl.max(keys, axis=3)
     else:
@@ -251,7 +283,7 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
 @triton.jit
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-            GROUP: tl.constexpr, WINDOW: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
+            GROUP: tl.constexpr, KEYS: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
             x_first=None):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
@@ -274,7 +306,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
         x_next = _step_load(row_base, row_ok, lane, member, within, min(1, STEPS - 1), kept, NUM_EXPERTS,
                             GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
     best = _step_keys(x, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
-                      GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW)
+                      GROUP_SIZE, LANES, CHUNK, GROUP, KEYS)
     for step in range(1, STEPS):
         if PREFETCH:
             x = x_next
@@ -287,20 +319,20 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
                           _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
-                                     NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WINDOW))
+                                     NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, KEYS))
     return _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
-                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW, STEPS == 1)
+                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1)
 
 
 @triton.jit
 def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
                    NUM_EXPERTS: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
-                   CHUNK: tl.constexpr, GROUP: tl.constexpr, WINDOW: tl.constexpr, SORTED: tl.constexpr):
+                   CHUNK: tl.constexpr, GROUP: tl.constexpr, KEYS: tl.constexpr, SORTED: tl.constexpr):
     """From the lanes' lists ``best`` [ROWS, LANES, CHUNK] (0 for eliminated groups' runs; sorted
     descending when ``SORTED``, else bitonic): the lanes merged, the top runs' experts selected exactly;
     returns what ``_select`` does."""
     best = _merge_lanes(best, SORTED)
-    expert, valid = _key_expert(best, WINDOW)
+    expert, valid = _key_expert(best, KEYS)
     if GROUP > 1:
         # the experts of the top CHUNK runs, selected exactly (key 0: an eliminated group's run, not read)
         first = (expert // GROUP) * GROUP
@@ -313,9 +345,9 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
         bias = None
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + candidate, mask=exists, other=0.0).to(tl.float32)
-        keys = _keys(x, bias, candidate, exists, offset, scale, WINDOW, kept is not None or NUM_EXPERTS % GROUP != 0)
+        keys = _keys(x, bias, candidate, exists, offset, scale, KEYS, kept is not None or NUM_EXPERTS % GROUP != 0)
         best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
-        expert, valid = _key_expert(best, WINDOW)
+        expert, valid = _key_expert(best, KEYS)
     floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
     return expert, valid, floored
 
@@ -415,7 +447,7 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         best = tl.maximum(tl.bitonic_merge(best), _kept_list(lists[step], kept, step, lane, LANES, CHUNK * GROUP,
                                                              GROUP_SIZE))
     expert, valid, floored = _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale,
-                                            kept, NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, True, STEPS == 1)
+                                            kept, NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, STEPS == 1)
     return expert, valid, floored, kept
 
 
@@ -578,6 +610,7 @@ def bitonic_kernel(
     scale,  # routed_scaling_factor, float32
     # problem
     TOPK: tl.constexpr,
+    SOFTMAX: tl.constexpr,  # flat, no bias, renormalised (launch.bitonic_supported): rank by the logits
     RENORMALIZE: tl.constexpr,
     NUM_EXPERTS: tl.constexpr,
     BLOCK_EXPERTS: tl.constexpr,  # next power of two
@@ -617,9 +650,18 @@ def bitonic_kernel(
                              CHUNK, GROUP, WORDS)
     x_exact = x_first if GROUP == 1 else None
     offset, steps, usable = 0.0, 1.0, False
-    if NUM_EXPERTS <= WINDOW_EXPERTS:
+    if NUM_EXPERTS <= WINDOW_EXPERTS and not SOFTMAX:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
-    if usable:
+    if SOFTMAX:  # ranked by the logits themselves: no window, nothing to redo
+        tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS and RENORMALIZE)
+        if logits_ptr.dtype.element_ty.primitive_bitwidth == 16 and NUM_EXPERTS <= WINDOW_EXPERTS:
+            expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
+                                       GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS, PREFETCH, WORDS,
+                                       x_first)
+        else:
+            expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
+                                       GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, LOGIT_KEYS, PREFETCH, WORDS, x_exact)
+    elif usable:
         if ONE_PASS:
             expert, valid, floored, kept_found = _select_one_pass(
                 logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, NUM_EXPERTS, GROUP_SIZE,
@@ -627,11 +669,11 @@ def bitonic_kernel(
         else:
             kept_found = kept
             expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
-                                             NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, True, PREFETCH,
+                                             NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, PREFETCH,
                                              WORDS, x_first)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
-                                            kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False,
+                                            kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS,
                                             PREFETCH, WORDS, x_exact)
             expert = tl.where(floored[:, None], exact, expert)
             valid = tl.where(floored[:, None], exact_valid, valid)
@@ -641,14 +683,19 @@ def bitonic_kernel(
             kept_stage = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
                                           TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept_stage,
-                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, False, PREFETCH,
+                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
                                    WORDS, x_exact)
 
     # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
     slot = tl.arange(0, CHUNK)
     out_mask = row_ok[:, None] & (slot < TOPK)[None, :]
     x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=out_mask & valid, other=0.0)
-    chosen = tl.where(out_mask, sigmoid_scores(x.to(tl.float32), valid), 0.0)
+    if SOFTMAX:  # exp(x - max) of the chosen; the row's softmax denominator cancels in the renormalisation
+        x = tl.where(out_mask & valid, x.to(tl.float32), float("-inf"))
+        top = tl.max(x, axis=1)  # the best chosen logit: the row's largest valid one
+        chosen = tl.where(out_mask & valid, tl.exp(x - tl.where(top == float("-inf"), 0.0, top)[:, None]), 0.0)
+    else:
+        chosen = tl.where(out_mask, sigmoid_scores(x.to(tl.float32), valid), 0.0)
     weights = finish_weights(chosen, slot, TOPK, RENORMALIZE, ROWS, CHUNK, LOG2_CHUNK, scale)
 
     # store

@@ -1,8 +1,9 @@
 """Which kernel and tile a call gets (deterministic rules), and the launch.
 
 Two kernels share one runtime argument list: ``rounds`` (every scoring, grouping and size: K rounds of
-one fused max over the row held in registers) and ``bitonic`` (sigmoid scoring, flat or grouped,
-K <= 16, E >= 32: a group stage, then streaming bitonic top-k on packed keys; see _bitonic.py). Rules
+one fused max over the row held in registers) and ``bitonic`` (sigmoid scoring, flat or grouped, and
+flat renormalised softmax without bias; K <= 16, E >= 32: a group stage, then streaming bitonic top-k
+on packed keys; see _bitonic.py). Rules
 depend on the shape and on a *token class*, never on autotuning at call time (which would break
 CUDA-graph capture and cost seconds on a first call). Measurements behind the rules: benchmarks/NOTES.md.
 
@@ -67,10 +68,13 @@ def rounds_plan(call: RoutingCall, tclass: int, rows: int | None = None, num_war
     return Plan("rounds", rounds_kernel, constexprs, rows, num_warps)
 
 
-def bitonic_supported(call: RoutingCall) -> bool:
-    """Sigmoid scoring, K <= 16, at least 32 experts (flat, or grouped with kept groups of 8+ experts)."""
-    return (not call.softmax and call.topk <= 16 and call.experts >= 32
-            and (not call.grouped or call.topk_group * call.group_size >= 8))
+def bitonic_supported(call: RoutingCall, biased: bool = False) -> bool:
+    """K <= 16 and at least 32 experts; sigmoid scoring (flat, or grouped with kept groups of 8+ experts),
+    or softmax scoring flat, renormalised and without a bias (``biased``), ranked by the logits
+    themselves. Other softmax calls need the row's softmax before ranking: the rounds kernel."""
+    if call.softmax and (biased or call.grouped or not call.renormalize):
+        return False
+    return call.topk <= 16 and call.experts >= 32 and (not call.grouped or call.topk_group * call.group_size >= 8)
 
 
 def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
@@ -85,7 +89,7 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
     assert not one_pass or one_pass_ok(call, lanes, group)
     block_groups = triton.next_power_of_2(call.num_groups)
     assert (not call.grouped or call.group_size % group == 0) and block_groups % groups_per_load == 0
-    constexprs = dict(TOPK=call.topk, RENORMALIZE=call.renormalize, NUM_EXPERTS=call.experts,
+    constexprs = dict(TOPK=call.topk, SOFTMAX=call.softmax, RENORMALIZE=call.renormalize, NUM_EXPERTS=call.experts,
                       BLOCK_EXPERTS=triton.next_power_of_2(call.experts), NUM_GROUPS=call.num_groups,
                       GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group, BLOCK_GROUPS=block_groups,
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
@@ -124,15 +128,16 @@ def wide_loads_ok(logits: torch.Tensor, stride: int) -> bool:
     return logits.element_size() == 2 and logits.data_ptr() % 16 == 0 and stride % 16 == 0
 
 
-def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool = False) -> Plan:
+def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool = False, biased: bool = False) -> Plan:
     """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly);
-    ``wide_loads``: the logits may be read as 64-bit words (``wide_loads_ok``).
+    ``wide_loads``: the logits may be read as 64-bit words (``wide_loads_ok``); ``biased``: the call has
+    a correction bias (softmax with a bias takes the rounds kernel).
 
     Tiles from benchmarks/NOTES.md (v3 to v7: plan sweeps and A/B runs of sessions 5 to 9 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
-    if bitonic_supported(call):  # every token class, so that a row's result never depends on T
+    if bitonic_supported(call, biased):  # every token class, so that a row's result never depends on T
         return _bitonic_rule(call, tclass, wide_loads)
     if call.grouped and tclass == HUGE:
         return rounds_plan(call, tclass, 8, 8)
@@ -196,14 +201,15 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
     return bitonic_plan(call, 4, 8, 1, run, whole_row, prefetch)
 
 
-def all_plans(call: RoutingCall, wide_loads: bool = False) -> dict[str, Plan]:
+def all_plans(call: RoutingCall, wide_loads: bool = False, biased: bool = False) -> dict[str, Plan]:
     """Every plan the rule can choose for this call's shape, by token class (for tests); with
-    ``wide_loads`` (aligned 16-bit logits) also the plans it chooses for unaligned ones."""
+    ``wide_loads`` (aligned 16-bit logits) also the plans it chooses for unaligned ones; ``biased``: the
+    call has a correction bias."""
     names = ("latency", "small", "medium", "large", "huge")
     plans = {}
     for tclass, name in zip((LATENCY, SMALL, MEDIUM, LARGE, HUGE), names):
-        plans[name] = choose_plan(call, tclass, wide_loads)
-        unaligned = choose_plan(call, tclass) if wide_loads else plans[name]
+        plans[name] = choose_plan(call, tclass, wide_loads, biased)
+        unaligned = choose_plan(call, tclass, biased=biased) if wide_loads else plans[name]
         if unaligned != plans[name]:
             plans[f"{name}, unaligned"] = unaligned
         if plans[name].constexprs.get("ONE_PASS"):  # the same tile in two passes: both must give the same bits
@@ -317,7 +323,7 @@ def launch(
             with torch.cuda.device(index):
                 return launch(call, logits, bias, weights, ids)
 
-    plan = plan or choose_plan(call, wide_loads=wide_loads_ok(logits, stride))
+    plan = plan or choose_plan(call, wide_loads=wide_loads_ok(logits, stride), biased=bias is not None)
     compiled = plan.kernel[(triton.cdiv(call.tokens, plan.rows),)](
         logits, bias, stride,
         weights, ids, weights.stride(0), weights.stride(1), ids.stride(0), ids.stride(1),
