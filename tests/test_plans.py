@@ -34,9 +34,10 @@ def test_every_plan_matches_float64(experts, topk, groups, topk_group, scoring, 
     assert_plans_agree(results)
 
 
+@pytest.mark.parametrize("renormalize", [True, False], ids=["renormalised", "unrenormalised"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("experts,topk", [(128, 8), (37, 5), (1024, 8)])
-def test_softmax_ranked_by_logits_on_every_plan(dtype, experts, topk):
+def test_softmax_ranked_by_logits_on_every_plan(dtype, experts, topk, renormalize):
     """Softmax on the bitonic kernel: logit keys (16-bit logits, E <= 512) or exact keys of the float32
     logit, ties and non-finite logits on every plan; equal logits of opposite zero signs tie (lower
     index first), however their bits differ."""
@@ -50,7 +51,8 @@ def test_softmax_ranked_by_logits_on_every_plan(dtype, experts, topk):
     logits[3, 10] = 0.0
     logits[4, 5] = float("inf")
     logits[5, 1::3] = logits[5, 0]  # many equal logits among the best
-    results = route_every_plan(logits, topk, scoring_func="softmax", routed_scaling_factor=2.5)
+    results = route_every_plan(logits, topk, scoring_func="softmax", renormalize=renormalize,
+                               routed_scaling_factor=2.5)
     assert {plan.name for plan, _, _ in results.values()} == {"bitonic"}
     assert_plans_agree(results)
     for _, _, ids in results.values():
@@ -64,10 +66,10 @@ def test_rules_use_the_bitonic_kernel_where_it_applies():
     softmax = check_call(torch.zeros(1, 128), 8, "softmax", None, 1, 1, True, 1.0, None)
     assert {p.name for p in all_plans(sigmoid, biased=True).values()} == {"bitonic"}
     assert {p.name for p in all_plans(grouped, biased=True).values()} == {"bitonic"}
-    assert {p.name for p in all_plans(softmax).values()} == {"bitonic"}  # flat, renormalised, no bias
-    # softmax that needs the row's softmax before ranking: with a bias, unrenormalised, grouped
+    assert {p.name for p in all_plans(softmax).values()} == {"bitonic"}  # flat, no bias
+    assert {p.name for p in all_plans(softmax._replace(renormalize=False)).values()} == {"bitonic"}
+    # softmax that needs the row's softmax before ranking: with a bias, grouped
     assert {p.name for p in all_plans(softmax, biased=True).values()} == {"rounds"}
-    assert {p.name for p in all_plans(softmax._replace(renormalize=False)).values()} == {"rounds"}
     grouped_softmax = check_call(torch.zeros(1, 128), 8, "softmax", None, 8, 4, True, 1.0, None)
     assert {p.name for p in all_plans(grouped_softmax).values()} == {"rounds"}
 

@@ -1,5 +1,5 @@
 """The streaming bitonic routing kernel: sigmoid scoring (with or without bias), flat or grouped, and flat
-renormalised softmax without bias; the kernel only.
+softmax without bias; the kernel only.
 
 Selection without K sequential full-row reductions. Every expert gets one key that orders experts
 as the semantics do (larger choice value ``c`` first, ties to the lower index, invalid experts after
@@ -41,15 +41,16 @@ batch or the tile, so results stay batch-invariant:
   their wider keys would otherwise raise the register count, and with it lower the occupancy, of
   the whole kernel.
 
-Softmax (``SOFTMAX``: flat, no bias, renormalised; launch.bitonic_supported) is ranked by the logits
+Softmax (``SOFTMAX``: flat, no bias; launch.bitonic_supported) is ranked by the logits
 themselves: softmax is strictly increasing in the logit, so the semantics' order of ``c = s`` is the
 logits' order (equal logits: lower index first; float32 softmax values can tie where the logits differ,
 but such rows' float64 margin is below one float32 step, a near tie). 16-bit logits of rows up to 512
 experts get 32-bit keys from their own bits (**logit keys**: the bits made order-preserving above 9 bits
 of inverted index, -0 as +0, non-finite ones below every finite one); float32 logits and longer rows
 get the exact keys of the float32 logit. No sigmoid and no window: nothing is redone. The weights are
-``exp(x - max)`` of the chosen logits over their float32 sum: the row's softmax denominator cancels in
-the renormalisation, so the row is read once.
+``exp(x - max)`` of the chosen logits over their float32 sum when renormalised (the row's softmax
+denominator cancels: the row is read once), else over the row's sum of ``exp(x - max)``, read again in
+an order that does not depend on the tile (``_softmax_total``).
 
 ``GROUP > 1`` adds a filter for long rows: a lane keeps only the best key of each run of ``GROUP``
 consecutive experts (one max per expert) and streams those; the row's top ``CHUNK`` runs hold its top
@@ -66,7 +67,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import finish_weights, kept_groups, sigmoid_scores, top2_group_score
+from ._common import finish_weights, kept_groups, sigmoid_scores, top2_group_score, tree_sum
 
 # exact keys
 POSITION_BITS = tl.constexpr(20)
@@ -572,6 +573,23 @@ def _kept_bits(group_scores, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr,
 
 
 @triton.jit
+def _softmax_total(logits_ptr, rows64, row_ok, stride_l_row, top, NUM_EXPERTS: tl.constexpr, ROWS: tl.constexpr):
+    """Softmax's denominator [ROWS]: the sum of exp(x - ``top``) over each row's valid experts, in one
+    association order whatever the tile (pairwise within blocks of 32 experts, the blocks in order), so
+    that every plan rounds alike. A second read of the row (cache hits after the selection's)."""
+    member = tl.arange(0, 32)
+    total = tl.zeros((ROWS,), tl.float32)
+    for block in range((NUM_EXPERTS + 31) // 32):
+        expert = block * 32 + member
+        exists = expert < NUM_EXPERTS
+        x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert[None, :],
+                    mask=row_ok[:, None] & exists[None, :], other=0.0).to(tl.float32)
+        valid = exists[None, :] & (tl.abs(x) < float("inf"))
+        total = total + tree_sum(tl.where(valid, tl.exp(x - top[:, None]), 0.0), ROWS, 32, 5)
+    return total
+
+
+@triton.jit
 def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
     """(offset, steps per unit of c, usable): the quantisation window from the bias (module docstring)."""
     if bias_ptr is None:
@@ -610,7 +628,7 @@ def bitonic_kernel(
     scale,  # routed_scaling_factor, float32
     # problem
     TOPK: tl.constexpr,
-    SOFTMAX: tl.constexpr,  # flat, no bias, renormalised (launch.bitonic_supported): rank by the logits
+    SOFTMAX: tl.constexpr,  # flat, no bias (launch.bitonic_supported): rank by the logits
     RENORMALIZE: tl.constexpr,
     NUM_EXPERTS: tl.constexpr,
     BLOCK_EXPERTS: tl.constexpr,  # next power of two
@@ -653,7 +671,7 @@ def bitonic_kernel(
     if NUM_EXPERTS <= WINDOW_EXPERTS and not SOFTMAX:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if SOFTMAX:  # ranked by the logits themselves: no window, nothing to redo
-        tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS and RENORMALIZE)
+        tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS)
         if logits_ptr.dtype.element_ty.primitive_bitwidth == 16 and NUM_EXPERTS <= WINDOW_EXPERTS:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS, PREFETCH, WORDS,
@@ -690,10 +708,14 @@ def bitonic_kernel(
     slot = tl.arange(0, CHUNK)
     out_mask = row_ok[:, None] & (slot < TOPK)[None, :]
     x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=out_mask & valid, other=0.0)
-    if SOFTMAX:  # exp(x - max) of the chosen; the row's softmax denominator cancels in the renormalisation
+    if SOFTMAX:  # exp(x - max) of the chosen, over the row's sum of them (which renormalising cancels)
         x = tl.where(out_mask & valid, x.to(tl.float32), float("-inf"))
         top = tl.max(x, axis=1)  # the best chosen logit: the row's largest valid one
-        chosen = tl.where(out_mask & valid, tl.exp(x - tl.where(top == float("-inf"), 0.0, top)[:, None]), 0.0)
+        top = tl.where(top == float("-inf"), 0.0, top)
+        chosen = tl.where(out_mask & valid, tl.exp(x - top[:, None]), 0.0)
+        if not RENORMALIZE:
+            total = _softmax_total(logits_ptr, rows64, row_ok, stride_l_row, top, NUM_EXPERTS, ROWS)
+            chosen = chosen / tl.where(total > 0.0, total, 1.0)[:, None]
     else:
         chosen = tl.where(out_mask, sigmoid_scores(x.to(tl.float32), valid), 0.0)
     weights = finish_weights(chosen, slot, TOPK, RENORMALIZE, ROWS, CHUNK, LOG2_CHUNK, scale)

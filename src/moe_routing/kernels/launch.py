@@ -2,17 +2,19 @@
 
 Two kernels share one runtime argument list: ``rounds`` (every scoring, grouping and size: K rounds of
 one fused max over the row held in registers) and ``bitonic`` (sigmoid scoring, flat or grouped, and
-flat renormalised softmax without bias; K <= 16, E >= 32: a group stage, then streaming bitonic top-k
-on packed keys; see _bitonic.py). Rules
-depend on the shape and on a *token class*, never on autotuning at call time (which would break
-CUDA-graph capture and cost seconds on a first call). Measurements behind the rules: benchmarks/NOTES.md.
+flat softmax without bias; K <= 16, E >= 32: a group stage, then streaming bitonic top-k on packed
+keys; see _bitonic.py). Rules depend on the shape and on a *token class*, never on autotuning at call
+time (which would break CUDA-graph capture and cost seconds on a first call). Measurements behind the
+rules: benchmarks/NOTES.md.
 
 Launching: Triton's ``kernel[grid](...)`` re-derives the specialisation of every argument in Python on
 each call (tens of µs of host time for these kernels). The first call of a plan goes through it once;
 afterwards the compiled kernel's own C launcher is called directly, from a cache keyed by everything
 Triton specialises on (dtypes, constexprs, 16-byte alignment of the logits and bias pointers, the row
-stride's divisibility), so the cached binary is always the one Triton itself would have chosen. Calls
-take Triton's own path whenever a launch hook is installed (profilers), on ROCm, and in the interpreter.
+stride's divisibility), so the cached binary is always the one Triton itself would have chosen. The
+same first call registers the binary with the C++ host path (host_launch.py), which serves later eager
+calls of that key before any of this Python runs. Calls take Triton's own path whenever a launch hook
+is installed (profilers), on ROCm, and in the interpreter.
 """
 
 from __future__ import annotations
@@ -70,9 +72,9 @@ def rounds_plan(call: RoutingCall, tclass: int, rows: int | None = None, num_war
 
 def bitonic_supported(call: RoutingCall, biased: bool = False) -> bool:
     """K <= 16 and at least 32 experts; sigmoid scoring (flat, or grouped with kept groups of 8+ experts),
-    or softmax scoring flat, renormalised and without a bias (``biased``), ranked by the logits
-    themselves. Other softmax calls need the row's softmax before ranking: the rounds kernel."""
-    if call.softmax and (biased or call.grouped or not call.renormalize):
+    or softmax scoring flat and without a bias (``biased``), ranked by the logits themselves. Softmax
+    with a bias or grouped needs the row's softmax before ranking: the rounds kernel."""
+    if call.softmax and (biased or call.grouped):
         return False
     return call.topk <= 16 and call.experts >= 32 and (not call.grouped or call.topk_group * call.group_size >= 8)
 
