@@ -8,6 +8,8 @@ for every token class, layout and dtype, inside CUDA graphs too, and it steps as
 
 import contextlib
 import itertools
+import os
+import shutil
 
 import pytest
 import torch
@@ -184,6 +186,15 @@ def test_declines_cpu_tensors_even_when_registered(host):
         assert (args[-1][1] == POISON_ID).all()
     finally:
         forget_launchers()  # both caches: the Python one must not keep keys the C++ one forgot
+
+
+def test_ninja_comes_from_its_package_when_none_is_on_path(monkeypatch):
+    import ninja
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with host_launch._ninja_on_path():
+        assert shutil.which("ninja") == os.path.join(ninja.BIN_DIR, "ninja")
+    assert os.environ["PATH"] == "/nonexistent"
 
 
 # --- on a GPU: the launches themselves ------------------------------------------------------------

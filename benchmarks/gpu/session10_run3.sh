@@ -3,10 +3,7 @@
 # type per function) — the kernel test files, kernel v1 against the bitonic kernel for softmax, then the
 # targets table with every arm (the straightforward Triton peer included).
 set -o pipefail
-export PYTHONUNBUFFERED=1
-export TRITON_CACHE_DIR=$PWD/build/triton-cache TORCH_EXTENSIONS_DIR=$PWD/build/torch-ext
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-python3 -c "from moe_routing.kernels import host_launch; print(host_launch.load())"
+source benchmarks/gpu/setup.sh
 date +%T
 timeout 280 python3 -m pytest -q -n 14 -p no:cacheprovider tests/test_plans.py tests/test_edge_cases.py \
   tests/test_matrix.py tests/test_invariance.py tests/test_large_batches.py tests/test_groups.py \

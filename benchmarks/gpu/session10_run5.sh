@@ -2,10 +2,7 @@
 # GPU session 10, run 5: softmax without renormalisation on the bitonic kernel (the row's denominator in a
 # second, tile-independent read) — the kernel test files, then kernel v1 against it side by side.
 set -o pipefail
-export PYTHONUNBUFFERED=1
-export TRITON_CACHE_DIR=$PWD/build/triton-cache TORCH_EXTENSIONS_DIR=$PWD/build/torch-ext
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-python3 -c "from moe_routing.kernels import host_launch; print(host_launch.load())"
+source benchmarks/gpu/setup.sh
 date +%T
 mkdir -p $OUT/softmax
 timeout 120 python3 benchmarks/probes/softmax_ab.py --experts 64 128 256 512 --no-renormalize --out $OUT/softmax \

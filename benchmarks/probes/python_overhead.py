@@ -4,6 +4,8 @@ Run: python benchmarks/probes/python_overhead.py    (prints ns per call)
 
 Times the validation (``check_call``), ``route(out=)`` with the kernel launch replaced by a no-op (so
 only route()'s own Python is timed), and the single tensor properties every routing call must read.
+Then the C++ host path (kernels/host_launch.py, built here without a driver): its checks and key, and
+what a call it declines (here: CPU tensors) adds in front of the Python path.
 """
 
 import timeit
@@ -12,6 +14,7 @@ import torch
 
 import moe_routing.op as op
 from moe_routing.call import check_call
+from moe_routing.kernels import host_launch
 
 
 def per_call_ns(fn, number=200_000) -> float:
@@ -32,6 +35,8 @@ def main():
             return None
 
     saved, op._kernels = op._kernels, NoLaunch
+    host = host_launch.load(require_driver=False)
+    op.use_host_route(None)  # the Python rows first, without the host path in front
     try:
         rows = {
             "route(out=), launch excluded": lambda: op.route(logits, 8, out=out, **kwargs),
@@ -46,8 +51,22 @@ def main():
         }
         for name, fn in rows.items():
             print(f"{name:32s} {per_call_ns(fn):8.0f} ns")
+        if host is None:
+            print("host path: not built here")
+            return
+        args = (logits, 8, "sigmoid", bias, 8, 4, True, 2.5, out)
+        rows = {
+            "host path: checks and key (C++)": lambda: host.key(*args),
+            "host path: a declined call": lambda: host.route(*args),
+        }
+        for name, fn in rows.items():
+            print(f"{name:32s} {per_call_ns(fn):8.0f} ns")
+        op.use_host_route(host.route)
+        print(f"{'route(out=) after a declined host call, launch excluded':32s} "
+              f"{per_call_ns(lambda: op.route(logits, 8, out=out, **kwargs)):8.0f} ns")
     finally:
         op._kernels = saved
+        op.use_host_route(None)
 
 
 if __name__ == "__main__":

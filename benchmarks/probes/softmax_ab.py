@@ -9,7 +9,6 @@ Run: python benchmarks/probes/softmax_ab.py [--experts 64 128 ...] [--tokens 1 1
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 
 import torch
@@ -17,7 +16,7 @@ import torch
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
 from moe_routing.kernels.launch import rounds_plan, token_class
-from moe_routing.measure.bench import Shape, copy_bandwidth_bytes_per_s, graph_time_us, make_inputs
+from moe_routing.measure.bench import Shape, copy_bandwidth_bytes_per_s, make_inputs, run_interleaved
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -53,19 +52,14 @@ def main():
                 shape = Shape(experts, args.topk, tokens, scoring="softmax", bias=False, dtype=DTYPES[dtype])
                 inputs = make_inputs(shape)
                 calls = arms(shape, inputs, args.renormalize)
-                times = {name: [] for name in calls}
-                for _ in range(args.rounds):
-                    for name, call in calls.items():
-                        times[name].append(statistics.median(graph_time_us(call, len(inputs.logits))))
                 floor2 = 2 * shape.bytes_moved() / bandwidth * 1e6
                 cells = []
-                for name, values in times.items():
-                    median = statistics.median(values)
-                    drift = (max(values) - min(values)) / median * 100
-                    cells.append(f"{name} {median:7.2f} ±{drift:3.0f}%")
-                    rows.append(dict(dtype=dtype, experts=experts, topk=args.topk, tokens=tokens, arm=name,
-                                     renormalize=args.renormalize,
-                                     round_medians_us=values, two_floors_us=floor2))
+                for m in run_interleaved(shape, calls, len(inputs.logits), args.rounds):
+                    device = m.summary()["device"]
+                    cells.append(f"{m.arm} {device['median']:7.2f} ±{device['drift'] * 100:3.0f}%")
+                    rows.append(dict(dtype=dtype, experts=experts, topk=args.topk, tokens=tokens, arm=m.arm,
+                                     renormalize=args.renormalize, round_medians_us=m.device_us,
+                                     two_floors_us=floor2))
                 print(f"{experts:4d}/{args.topk} {dtype} T={tokens:6d}: " + " | ".join(cells)
                       + f" | 2x floor {floor2:6.2f}", flush=True)
     if args.out:

@@ -239,13 +239,24 @@ bool fits_int32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
 // --- Python entry points -------------------------------------------------------------------------
 
-bool unpack_args(PyObject* const* args, Py_ssize_t nargs, Args* a) {
+enum Verdict { kError = -1, kDeclined = 0, kAccepted = 1 };
+
+// route()'s nine arguments, checked: kAccepted fills `a` and `c`; `plain` also requires a layout that
+// the Python path launches as it is (not a copy). kError: a Python error is set.
+Verdict accept(PyObject* const* args, Py_ssize_t nargs, bool plain, Args* a, Call* c) {
   if (nargs != 9) {
     PyErr_Format(PyExc_TypeError, "expected route()'s 9 arguments, got %zd", nargs);
-    return false;
+    return kError;
   }
   *a = Args{args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8]};
-  return true;
+  if (!config.ready || !parse(*a, c)) return kDeclined;
+  if (plain && !plain_layout(*c, THPVariable_Unpack(a->logits), a->bias)) return kDeclined;
+  return kAccepted;
+}
+
+PyObject* not_accepted(Verdict v) {  // what an entry point returns for a call it does not accept
+  if (v == kError) return nullptr;
+  Py_RETURN_NONE;
 }
 
 bool hooks_installed() {
@@ -278,11 +289,11 @@ bool hooks_installed() {
 PyObject* route(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   Args a;
-  if (!unpack_args(args, nargs, &a)) return nullptr;
   Call c;
-  if (!config.ready || !parse(a, &c) || c.tokens == 0) Py_RETURN_NONE;
+  const Verdict verdict = accept(args, nargs, true, &a, &c);
+  if (verdict != kAccepted) return not_accepted(verdict);
   const at::Tensor& logits = THPVariable_Unpack(a.logits);
-  if (!logits.is_cuda() || !plain_layout(c, logits, a.bias)) Py_RETURN_NONE;
+  if (c.tokens == 0 || !logits.is_cuda()) Py_RETURN_NONE;
   Entry* e = find(make_key(c, logits, a.bias));
   if (!e) Py_RETURN_NONE;
 
@@ -387,10 +398,9 @@ PyObject* key_tuple(const Key& k) {
 PyObject* check(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   Args a;
-  if (!unpack_args(args, nargs, &a)) return nullptr;
   Call c;
-  if (!config.ready || !parse(a, &c)) Py_RETURN_NONE;
-  return call_tuple(c);
+  const Verdict verdict = accept(args, nargs, false, &a, &c);
+  return verdict == kAccepted ? call_tuple(c) : not_accepted(verdict);
   END_HANDLE_TH_ERRORS
 }
 
@@ -398,12 +408,9 @@ PyObject* check(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 PyObject* key(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   Args a;
-  if (!unpack_args(args, nargs, &a)) return nullptr;
   Call c;
-  if (!config.ready || !parse(a, &c)) Py_RETURN_NONE;
-  const at::Tensor& logits = THPVariable_Unpack(a.logits);
-  if (!plain_layout(c, logits, a.bias)) Py_RETURN_NONE;
-  return key_tuple(make_key(c, logits, a.bias));
+  const Verdict verdict = accept(args, nargs, true, &a, &c);
+  return verdict == kAccepted ? key_tuple(make_key(c, THPVariable_Unpack(a.logits), a.bias)) : not_accepted(verdict);
   END_HANDLE_TH_ERRORS
 }
 
@@ -417,11 +424,10 @@ PyObject* register_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   Args a;
-  if (!unpack_args(args, 9, &a)) return nullptr;
   Call c;
-  if (!config.ready || !parse(a, &c)) Py_RETURN_NONE;
+  const Verdict verdict = accept(args, 9, true, &a, &c);
+  if (verdict != kAccepted) return not_accepted(verdict);
   const at::Tensor& logits = THPVariable_Unpack(a.logits);
-  if (!plain_layout(c, logits, a.bias)) Py_RETURN_NONE;
   Entry e;
   std::memset(&e, 0, sizeof(Entry));
   e.key = make_key(c, logits, a.bias);
