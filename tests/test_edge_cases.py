@@ -145,6 +145,21 @@ def test_garbage_padding_rows_do_not_disturb_real_rows(scoring_func):
     route_and_check(garbage, 8, scoring_func=scoring_func, num_expert_group=8, topk_group=4)
 
 
+@pytest.mark.parametrize("experts", [512, 600])
+def test_saturated_sigmoids_without_bias(experts):
+    """sigmoid(20) and sigmoid(30) are both 1.0 in float32. Up to 512 experts the kernel ranks by that value
+    (window keys: a tie, lower index first, like the reference); beyond 512 flat sigmoid without bias is
+    ranked by the logits (kernel v9: the larger logit first, as float64 has it). Both are near ties."""
+    logits = torch.zeros(2, experts, device=DEVICE)
+    logits[:, 5] = 20.0
+    logits[:, 9] = 30.0
+    weights, ids = moe_routing.route(logits, 4)
+    assert ids[:, :2].cpu().tolist() == ([[5, 9]] * 2 if experts <= 512 else [[9, 5]] * 2)
+    assert ids[:, 2:].cpu().tolist() == [[0, 1]] * 2
+    verdict = route_and_check(logits, 4)
+    assert verdict.near_tie_rows == 2
+
+
 def test_sigmoid_underflow_sums_to_zero():
     """Logits so negative that float32 sigmoid is 0: the zero-sum rule gives 1/K (float32 semantics)."""
     logits = torch.full((2, 16), -120.0, device=DEVICE)

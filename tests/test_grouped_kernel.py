@@ -120,3 +120,21 @@ def test_one_pass_gives_the_two_pass_bits(experts, groups, kept, topk):
                                routed_scaling_factor=2.5)
     assert any(name.endswith("two passes") for name in results)
     assert_plans_agree(results)
+
+
+@pytest.mark.parametrize("experts,groups,kept,topk", [(512, 8, 4, 20), (256, 4, 2, 32), (256, 4, 2, 17)])
+def test_lists_of_32_keys_take_two_passes(experts, groups, kept, topk):
+    """K > 16 (lists of 32 keys): one pass gave wrong ids on the H200 for 512 experts, K = 20 (NOTES.md v9), so
+    no rule may choose it there; grouped K <= 16 keeps it."""
+    from moe_routing.call import check_call
+    from moe_routing.kernels import all_plans
+    from moe_routing.kernels.launch import one_pass_ok
+
+    call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), topk, "sigmoid", torch.zeros(experts), groups,
+                      kept, True, 1.0, None)
+    plans = all_plans(call, True, True)
+    assert {plan.name for plan in plans.values()} == {"bitonic"}
+    assert not any(plan.constexprs["ONE_PASS"] for plan in plans.values())
+    assert not any(one_pass_ok(call, lanes, group) for lanes in (1, 2, 4, 8, 16) for group in (1, 2, 4))
+    sixteen = call._replace(topk=16)
+    assert any(plan.constexprs["ONE_PASS"] for plan in all_plans(sixteen, True, True).values())

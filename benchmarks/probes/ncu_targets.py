@@ -24,6 +24,7 @@ SHAPES = {
     "small65536": Shape(64, 6, 65536),
     "grouped1": Shape(256, 8, 1, 8, 4),
     "grouped65536": Shape(256, 8, 65536, 8, 4),
+    "topk32_8192": Shape(1024, 32, 8192),
 }
 WARMUPS = 2
 

@@ -1,7 +1,7 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
-Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --ab FILE]
-     [--tokens T ...] [--experts E ...] [--tile SPEC ...] [--jobs N | --warm I/N]
+Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --wide-topk |
+     --ab FILE [--no-bias]] [--tokens T ...] [--experts E ...] [--tile SPEC ...] [--jobs N | --warm I/N]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
 ``--ab FILE`` compares kernel versions instead of tiles, at the issue's target shapes: the rule's plan
@@ -52,11 +52,23 @@ GROUPED_GRID = {  # (lanes, rows, warps, group, groups per load) per token class
 }
 GROUPED_GRID[2] = GROUPED_GRID[1]
 MEDIUM_GRID = [(16, 1, 1, 1), (8, 2, 1, 1), (4, 4, 1, 4), (4, 8, 1, 4), (8, 4, 1, 4), (16, 2, 2, 1)]
+WIDE_TOPK_GRID = {  # (lanes, rows, warps, group) per token class, lists of 32 keys (K > 16); LARGE serves 2-4
+    0: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 1, 1, 1), (32, 1, 2, 1)],
+    1: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 2, 1, 1), (4, 4, 1, 1)],
+    3: [(4, 8, 1, 1), (8, 4, 1, 1), (2, 16, 1, 1), (4, 4, 1, 1), (8, 2, 1, 1), (16, 1, 1, 1), (16, 2, 2, 1),
+        (4, 8, 1, 4)],
+}
 
 
 def candidates(call, medium=False):
     yield "rule", choose_plan(call, wide_loads=True)  # the bench's logits are aligned bf16 rows
     tc = token_class(call.tokens)
+    if bitonic_chunk(call) > 16:  # K > 16: kernel v1 (the rule before v9) and tiles of 32-key lists
+        yield "v1 rounds (old rule)", rounds_plan(call, tc)
+        for lanes, rows, warps, group in WIDE_TOPK_GRID[LATENCY if tc == LATENCY else 1 if tc == 1 else LARGE]:
+            if lanes <= triton.next_power_of_2(triton.cdiv(call.experts, 32)):  # no lane without a chunk
+                yield f"bitonic L{lanes} R{rows} W{warps} G{group}", bitonic_plan(call, lanes, rows, warps, group)
+        return
     if call.grouped and not call.softmax:
         yield "v1 rounds (old rule)", rounds_plan(call, tc, 8, 8) if tc == HUGE else rounds_plan(call, tc)
         for lanes, rows, warps, group, per_load in GROUPED_GRID[min(tc, LARGE)]:
@@ -160,6 +172,10 @@ def main():
     ap.add_argument("--grouped", action="store_true",
                     help="DeepSeek-V3's 4 of 8 groups, every token class (with --ab: its target shapes)")
     ap.add_argument("--ab", metavar="FILE", help="kernel versions at the target shapes (see the docstring)")
+    ap.add_argument("--wide-topk", action="store_true",
+                    help="K = 32 (1024 and 256 experts): tiles of 32-key lists against kernel v1")
+    ap.add_argument("--no-bias", action="store_true",
+                    help="with --ab: sigmoid without bias (beyond 512 experts ranked by the logits since v9)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
     ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
     ap.add_argument("--experts", type=int, nargs="*", help="only shapes with these expert counts")
@@ -188,6 +204,11 @@ def main():
         shapes += [Shape(64, 6, t) for t in (1, 128, 65536)]
         shapes += [Shape(256, 8, t, 8, 4) for t in (1, 128, 2048, 8192, 65536)]
         shapes += [Shape(512, 8, t) for t in (1, 65536)]  # the longest rows with window keys
+    if args.wide_topk:
+        shapes = [Shape(1024, 32, t) for t in (1, 128, 1024, 2048, 4096, 8192, 65536)]
+        shapes += [Shape(256, 32, t) for t in (1, 8192, 65536)]
+    if args.ab and args.no_bias:
+        shapes = [Shape(e, k, t, bias=False) for e, k in ((256, 8), (128, 1), (1024, 8)) for t in (1, 128, 8192, 65536)]
     if args.ab and args.grouped:  # the grouped target shapes only, largest first
         shapes = sorted((shape for shape in shapes if shape.groups > 1), key=lambda shape: -shape.tokens)
     if args.tokens:
@@ -211,7 +232,7 @@ def main():
                     arms.append((f"tile {spec}", plan, inputs.bias))
         else:
             arms = [(name, plan, inputs.bias) for name, plan in candidates(call, args.medium)]
-        if not args.medium and not args.ab and not call.softmax and inputs.bias is not None:
+        if not args.medium and not args.ab and not args.wide_topk and not call.softmax and inputs.bias is not None:
             arms.append(("rule, exact keys (bias + 8)", choose_plan(call), inputs.bias + 8.0))
         if args.warm:
             part, parts = (int(v) for v in args.warm.split("/"))

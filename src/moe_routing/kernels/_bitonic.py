@@ -50,7 +50,13 @@ of inverted index, -0 as +0, non-finite ones below every finite one); float32 lo
 get the exact keys of the float32 logit. No sigmoid and no window: nothing is redone. The weights are
 ``exp(x - max)`` of the chosen logits over their float32 sum when renormalised (the row's softmax
 denominator cancels: the row is read once), else over the row's sum of ``exp(x - max)``, read again in
-an order that does not depend on the tile (``_softmax_total``).
+an order that does not depend on the tile (``_softmax_total``). Flat sigmoid without bias beyond 512
+experts (kernel v9) is ranked the same way, by the exact keys of the float32 logit instead of those of its
+sigmoid (sigmoid is strictly increasing; float32 sigmoids that tie where the logits differ, saturated near
+1 or underflowed to 0, are near ties); up to 512 experts it keeps window keys, which measured faster than
+16-bit logit keys there (NOTES.md v9).
+
+Lists hold ``CHUNK`` = 8, 16 or 32 keys (K <= 32; 32 since kernel v9).
 
 ``GROUP > 1`` adds a filter for long rows: a lane keeps only the best key of each run of ``GROUP``
 consecutive experts (one max per expert) and streams those; the row's top ``CHUNK`` runs hold its top
@@ -667,12 +673,18 @@ def bitonic_kernel(
                              tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
                              CHUNK, GROUP, WORDS)
     x_exact = x_first if GROUP == 1 else None
+    # ranked by the logits themselves: softmax, and flat sigmoid without bias beyond the window keys' 512
+    # experts (exact keys of the logit instead of the sigmoid's: no sigmoid per expert). No window, nothing
+    # to redo. Window keys stay faster than the 16-bit logit keys for sigmoid without bias (NOTES.md v9).
+    LOGIT16: tl.constexpr = logits_ptr.dtype.element_ty.primitive_bitwidth == 16 and NUM_EXPERTS <= WINDOW_EXPERTS
+    BY_LOGIT: tl.constexpr = SOFTMAX or (bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
+                                         and NUM_EXPERTS > WINDOW_EXPERTS)
     offset, steps, usable = 0.0, 1.0, False
-    if NUM_EXPERTS <= WINDOW_EXPERTS and not SOFTMAX:
+    if NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
-    if SOFTMAX:  # ranked by the logits themselves: no window, nothing to redo
+    if BY_LOGIT:
         tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS)
-        if logits_ptr.dtype.element_ty.primitive_bitwidth == 16 and NUM_EXPERTS <= WINDOW_EXPERTS:
+        if LOGIT16:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS, PREFETCH, WORDS,
                                        x_first)

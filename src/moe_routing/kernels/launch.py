@@ -2,7 +2,7 @@
 
 Two kernels share one runtime argument list: ``rounds`` (every scoring, grouping and size: K rounds of
 one fused max over the row held in registers) and ``bitonic`` (sigmoid scoring, flat or grouped, and
-flat softmax without bias; K <= 16, E >= 32: a group stage, then streaming bitonic top-k on packed
+flat softmax without bias; K <= 32, E >= 32: a group stage, then streaming bitonic top-k on packed
 keys; see _bitonic.py). Rules depend on the shape and on a *token class*, never on autotuning at call
 time (which would break CUDA-graph capture and cost seconds on a first call). Measurements behind the
 rules: benchmarks/NOTES.md.
@@ -33,6 +33,7 @@ from ._rounds import rounds_kernel
 
 LATENCY, SMALL, MEDIUM, LARGE, HUGE = range(5)  # token classes
 TOKEN_CLASS_STARTS = (257, 2048, 4096, 16384)  # the first token count of SMALL, MEDIUM, LARGE and HUGE
+MAX_BITONIC_TOPK = 32  # lists of up to 32 keys per lane (kernel v9; 16 before)
 
 
 def token_class(tokens: int) -> int:
@@ -71,12 +72,13 @@ def rounds_plan(call: RoutingCall, tclass: int, rows: int | None = None, num_war
 
 
 def bitonic_supported(call: RoutingCall, biased: bool = False) -> bool:
-    """K <= 16 and at least 32 experts; sigmoid scoring (flat, or grouped with kept groups of 8+ experts),
+    """K <= 32 and at least 32 experts; sigmoid scoring (flat, or grouped with kept groups of 8+ experts),
     or softmax scoring flat and without a bias (``biased``), ranked by the logits themselves. Softmax
     with a bias or grouped needs the row's softmax before ranking: the rounds kernel."""
     if call.softmax and (biased or call.grouped):
         return False
-    return call.topk <= 16 and call.experts >= 32 and (not call.grouped or call.topk_group * call.group_size >= 8)
+    return (call.topk <= MAX_BITONIC_TOPK and call.experts >= 32
+            and (not call.grouped or call.topk_group * call.group_size >= 8))
 
 
 def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
@@ -108,14 +110,18 @@ def bitonic_chunk(call: RoutingCall) -> int:
 
 def one_pass_ok(call: RoutingCall, lanes: int, group: int) -> bool:
     """Whether a grouped bitonic tile can rank the groups and key the experts in one read (kernel v6):
-    window keys possible (E <= 512), a power-of-two number of power-of-two groups, each lane's
-    ``chunk * group`` experts of a step inside one group, and each step of ``lanes * chunk * group``
-    experts made of whole groups."""
+    lists of at most 16 keys (K <= 16), window keys possible (E <= 512), a power-of-two number of
+    power-of-two groups, each lane's ``chunk * group`` experts of a step inside one group, and each step of
+    ``lanes * chunk * group`` experts made of whole groups."""
     lane_span = bitonic_chunk(call) * group
     span = lanes * lane_span
     size = call.group_size
-    return (call.grouped and call.experts <= 512 and call.num_groups & (call.num_groups - 1) == 0
-            and size & (size - 1) == 0 and size % lane_span == 0 and span % size == 0 and call.experts % span == 0)
+    # lists of 32 keys (K > 16) in one pass gave wrong ids on the H200 (512 experts, 8 groups, 4 kept, K = 20,
+    # four lanes: 61 of 67 rows) where Triton's interpreter gives the right ones; not understood, so those
+    # calls take the two passes (NOTES.md v9)
+    return (call.grouped and bitonic_chunk(call) <= 16 and call.experts <= 512
+            and call.num_groups & (call.num_groups - 1) == 0 and size & (size - 1) == 0 and size % lane_span == 0
+            and span % size == 0 and call.experts % span == 0)
 
 
 def words_ok(call: RoutingCall, lanes: int, group: int) -> bool:
@@ -184,6 +190,10 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
     # no better elsewhere (benchmarks/NOTES.md v5, v7)
     prefetch = (tclass <= SMALL or not long_rows or (call.experts > 256 and tclass < HUGE)
                 or (call.experts == 256 and tclass == LARGE))
+    if bitonic_chunk(call) > 16 and tclass >= MEDIUM:
+        # lists of 32 keys (K > 16): four lanes, four rows a warp, no run filter, no step-ahead loads (v9: at
+        # 1024 / 32 and 256 / 32 the fastest tile from 8192 tokens up; runs of 4 and more rows were slower)
+        return bitonic_plan(call, min(4, chunks), 4, 1, 1, whole_row)
     if tclass == LATENCY:  # one row per program, lanes sharing it: shortest dependency chain; one warp up to 512
         # experts since the lanes merge by halving (v7: 384 experts 2.31 us against 2.45 on two warps)
         return bitonic_plan(call, min(16, chunks), 1, 2 if call.experts > 512 else 1, 1, whole_row, prefetch)
