@@ -19,8 +19,8 @@ SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     # more than 512 experts (exact keys); grouped softmax (rounds); short grouped rows (no run filter)
     (256, 8, 8, 4, "sigmoid", False), (160, 6, 8, 3, "sigmoid", True), (512, 8, 64, 8, "sigmoid", True),
     (1024, 8, 16, 4, "sigmoid", True), (160, 6, 8, 3, "softmax", False), (96, 6, 4, 2, "sigmoid", True),
-    # lists of 32 keys (K > 16, kernel v9): window keys, grouped, softmax; sigmoid without bias ranked by
-    # the logits (16-bit keys above; exact logit keys beyond 512 experts)
+    # lists of 32 keys (K > 16, kernel v9): window keys, grouped, softmax; sigmoid without bias (exact keys
+    # of the logit beyond 512 experts, kernel v9; window keys up to 512)
     (256, 32, 1, 1, "sigmoid", True), (512, 20, 8, 4, "sigmoid", True), (200, 17, 1, 1, "softmax", False),
     (1024, 24, 1, 1, "sigmoid", False), (256, 8, 1, 1, "sigmoid", False),
 ]
