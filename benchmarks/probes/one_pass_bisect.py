@@ -6,11 +6,12 @@ Kernel v9 found the one-pass path (``_select_one_pass``, kernel v6) wrong on the
 groups, 4 kept, K = 20 on four lanes (lists of 32 keys, two groups per step: 61 of 67 rows), while the
 interpreter is exact; ``launch.one_pass_ok`` has refused lists of 32 keys since (benchmarks/NOTES.md v9).
 This probe forces one pass onto tiles that the rule never picks, bypassing that guard but keeping the
-structural conditions (steps of whole groups, a lane's part of a step inside one group), and counts the rows
+structural conditions (``launch.one_pass_tile_ok``: steps of whole groups, a lane's part of a step inside
+one group), and counts the rows
 whose ids or weights differ from the same tile in two passes (the group stage, then the masked stream) on
 the same inputs. The grid crosses list length (8, 16, 32 keys) with groups per step (1, 2, 4), so one
 run says whether the failure follows the list length, the groups per step, or both. It compiles 30
-kernels on first use (about 2-20 s each on this 2-core machine; 52 s here in the interpreter at 5 tokens,
+kernels on first use (1-27 s each for sm_90 on this 2-core machine; 52 s here in the interpreter at 5 tokens,
 every row equal), so give a GPU run several minutes, or warm Triton's cache first.
 """
 
@@ -20,7 +21,7 @@ import torch
 
 from moe_routing.call import check_call
 from moe_routing.kernels import launch
-from moe_routing.kernels.launch import bitonic_chunk, bitonic_plan, two_passes
+from moe_routing.kernels.launch import bitonic_chunk, bitonic_plan, one_pass_tile_ok, two_passes
 
 # (experts, groups, kept, topk, lanes): lists of 8 / 16 / 32 keys, 1 / 2 / 4 groups per step, runs of 1
 GRID = [
@@ -28,14 +29,6 @@ GRID = [
     (256, 4, 2, 16, 4), (256, 4, 2, 16, 8), (256, 8, 4, 16, 2), (256, 8, 4, 16, 4), (256, 8, 4, 16, 8),
     (512, 8, 4, 20, 2), (512, 8, 4, 20, 4), (256, 8, 4, 20, 1), (256, 8, 4, 20, 2), (256, 8, 4, 20, 4),
 ]
-
-
-def structurally_one_pass(call, lanes: int) -> bool:
-    """``one_pass_ok``'s conditions without its list-length guard, for runs of 1."""
-    lane_span = bitonic_chunk(call)
-    span = lanes * lane_span
-    size = call.group_size
-    return size % lane_span == 0 and span % size == 0 and call.experts % span == 0
 
 
 def main():
@@ -49,7 +42,7 @@ def main():
         logits = (torch.randn(args.tokens, experts, generator=gen) * 2).to(torch.bfloat16).to(device)
         bias = (torch.randn(experts, generator=gen) * 0.5).to(device)
         call = check_call(logits, topk, "sigmoid", bias, groups, kept, True, 2.5, None)
-        if not structurally_one_pass(call, lanes):
+        if not one_pass_tile_ok(call, lanes, 1):
             print(f"{experts}/{groups}:{kept} K={topk} lanes={lanes}: not a one-pass tile, skipped")
             continue
         two = bitonic_plan(call, lanes, args.rows, 1, 1, groups, prefetch=True)

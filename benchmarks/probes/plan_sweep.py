@@ -33,8 +33,8 @@ import triton
 from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
-from moe_routing.kernels.launch import (HUGE, LARGE, LATENCY, bitonic_chunk, bitonic_plan, one_pass_ok, rounds_plan,
-                                        token_class, two_passes, words_ok)
+from moe_routing.kernels.launch import (HUGE, LARGE, LATENCY, SMALL, bitonic_chunk, bitonic_plan, one_pass_ok,
+                                        rounds_plan, token_class, two_passes, words_ok)
 from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
 
 GRID = {  # (lanes, rows, warps, group) per token class; the LARGE entry serves HUGE too
@@ -53,9 +53,9 @@ GROUPED_GRID = {  # (lanes, rows, warps, group, groups per load) per token class
 GROUPED_GRID[2] = GROUPED_GRID[1]
 MEDIUM_GRID = [(16, 1, 1, 1), (8, 2, 1, 1), (4, 4, 1, 4), (4, 8, 1, 4), (8, 4, 1, 4), (16, 2, 2, 1)]
 WIDE_TOPK_GRID = {  # (lanes, rows, warps, group) per token class, lists of 32 keys (K > 16); LARGE serves 2-4
-    0: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 1, 1, 1), (32, 1, 2, 1)],
-    1: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 2, 1, 1), (4, 4, 1, 1)],
-    3: [(4, 8, 1, 1), (8, 4, 1, 1), (2, 16, 1, 1), (4, 4, 1, 1), (8, 2, 1, 1), (16, 1, 1, 1), (16, 2, 2, 1),
+    LATENCY: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 1, 1, 1), (32, 1, 2, 1)],
+    SMALL: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 2, 1, 1), (4, 4, 1, 1)],
+    LARGE: [(4, 8, 1, 1), (8, 4, 1, 1), (2, 16, 1, 1), (4, 4, 1, 1), (8, 2, 1, 1), (16, 1, 1, 1), (16, 2, 2, 1),
         (4, 8, 1, 4)],
 }
 
@@ -65,8 +65,8 @@ def candidates(call, medium=False):
     tc = token_class(call.tokens)
     if bitonic_chunk(call) > 16:  # K > 16: kernel v1 (the rule before v9) and tiles of 32-key lists
         yield "v1 rounds (old rule)", rounds_plan(call, tc)
-        for lanes, rows, warps, group in WIDE_TOPK_GRID[LATENCY if tc == LATENCY else 1 if tc == 1 else LARGE]:
-            if lanes <= triton.next_power_of_2(triton.cdiv(call.experts, 32)):  # no lane without a chunk
+        for lanes, rows, warps, group in WIDE_TOPK_GRID[tc if tc <= SMALL else LARGE]:
+            if lanes <= triton.next_power_of_2(triton.cdiv(call.experts, bitonic_chunk(call))):  # every lane a chunk
                 yield f"bitonic L{lanes} R{rows} W{warps} G{group}", bitonic_plan(call, lanes, rows, warps, group)
         return
     if call.grouped and not call.softmax:

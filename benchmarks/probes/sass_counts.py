@@ -166,6 +166,29 @@ def count(plan, experts):
           f"ALU ~{sum(v for k, v in ops.items() if k in ALU) * per_logit:.0f}, DSETP {ops['DSETP']}, SHFL {ops['SHFL']}")
 
 
+def loop_mix(plan, logits_per_iteration: int) -> None:
+    """Instructions per logit, by opcode, in the body of the kernel's longest loop without float64 compares
+    (the window keys' streaming loop: one step, ``logits_per_iteration`` logits a thread; the exact keys'
+    loop compares with DSETP), as compiled for sm_90."""
+    body = []
+    lines = []
+    for line in _sass(_compile(plan)).splitlines():
+        found = re.match(r"\s*/\*([0-9a-f]+)\*/\s+(.*?);", line)
+        if found:
+            lines.append((int(found.group(1), 16), found.group(2).split()))
+    for address, words in lines:  # backward branches close loops; keep the longest body
+        target = re.match(r"0x([0-9a-f]+)", words[-1]) if words[-2:-1] == ["BRA"] or "BRA" in words[:2] else None
+        if target and int(target.group(1), 16) < address:
+            start = int(target.group(1), 16)
+            candidate = [w for a, w in lines if start <= a <= address]
+            if len(candidate) > len(body) and not any("DSETP" in " ".join(w) for w in candidate):
+                body = candidate
+    ops = collections.Counter((w[1] if w[0].startswith("@") else w[0]) for w in body)
+    print(f"window keys' loop: {len(body)} instructions, {len(body) / logits_per_iteration:.1f} per logit")
+    for op, n in ops.most_common():
+        print(f"  {op:24s} {n / logits_per_iteration:5.2f} per logit")
+
+
 if __name__ == "__main__":
     import argparse
 
@@ -173,7 +196,16 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", metavar="FILE", help="an earlier kernels/_bitonic.py for lane_merge_counts")
+    ap.add_argument("--loop-mix", action="store_true", help="only the opcode mix per logit of the streaming loop "
+                    "of the rule's 256 / 8 tile at T >= 16384 (a lane per row, runs of 4, word loads: 32 logits a step)")
     args = ap.parse_args()
+    if args.loop_mix:
+        from moe_routing.kernels.launch import HUGE, choose_plan
+
+        call = check_call(torch.zeros(1, 256, dtype=torch.bfloat16), 8, "sigmoid", torch.zeros(256), 1, 1, True, 1.0,
+                          None)
+        loop_mix(choose_plan(call, HUGE, wide_loads=True, biased=True), 32)
+        raise SystemExit
     lane_merge_counts(args.baseline)
 
     call = check_call(torch.zeros(1, 256), 8, "sigmoid", torch.zeros(256), 1, 1, True, 1.0, None)

@@ -110,18 +110,21 @@ def bitonic_chunk(call: RoutingCall) -> int:
 
 def one_pass_ok(call: RoutingCall, lanes: int, group: int) -> bool:
     """Whether a grouped bitonic tile can rank the groups and key the experts in one read (kernel v6):
-    lists of at most 16 keys (K <= 16), window keys possible (E <= 512), a power-of-two number of
-    power-of-two groups, each lane's ``chunk * group`` experts of a step inside one group, and each step of
-    ``lanes * chunk * group`` experts made of whole groups."""
+    lists of at most 16 keys (K <= 16) and ``one_pass_tile_ok``. Lists of 32 keys in one pass gave wrong
+    ids on the H200 (512 experts, 8 groups, 4 kept, K = 20, four lanes: 61 of 67 rows) where Triton's
+    interpreter gives the right ones; not understood, so those calls take the two passes (NOTES.md v9)."""
+    return bitonic_chunk(call) <= 16 and one_pass_tile_ok(call, lanes, group)
+
+
+def one_pass_tile_ok(call: RoutingCall, lanes: int, group: int) -> bool:
+    """The one-pass path's structural conditions: grouped, window keys possible (E <= 512), a power-of-two
+    number of power-of-two groups, each lane's ``chunk * group`` experts of a step inside one group, and
+    each step of ``lanes * chunk * group`` experts made of whole groups."""
     lane_span = bitonic_chunk(call) * group
     span = lanes * lane_span
     size = call.group_size
-    # lists of 32 keys (K > 16) in one pass gave wrong ids on the H200 (512 experts, 8 groups, 4 kept, K = 20,
-    # four lanes: 61 of 67 rows) where Triton's interpreter gives the right ones; not understood, so those
-    # calls take the two passes (NOTES.md v9)
-    return (call.grouped and bitonic_chunk(call) <= 16 and call.experts <= 512
-            and call.num_groups & (call.num_groups - 1) == 0 and size & (size - 1) == 0 and size % lane_span == 0
-            and span % size == 0 and call.experts % span == 0)
+    return (call.grouped and call.experts <= 512 and call.num_groups & (call.num_groups - 1) == 0
+            and size & (size - 1) == 0 and size % lane_span == 0 and span % size == 0 and call.experts % span == 0)
 
 
 def words_ok(call: RoutingCall, lanes: int, group: int) -> bool:
