@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 import triton
 from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
@@ -122,23 +123,24 @@ def ab_arms(call, baseline):
 
 def tile_arm(call, spec: str):
     """``--tile``'s plan for this call, or None where it does not apply: SPEC is words such as
-    "L2 R16 W1 G4 words" (lanes, rows, warps, run length, P groups per load; flags: words, prefetch,
-    onepass)."""
-    numbers = {"L": 1, "R": 1, "W": 1, "G": 1, "P": 1}
+    "L2 R16 W1 G4 words" (lanes, rows, warps, run length, P groups per load (default: a whole row); flags:
+    words, prefetch, onepass, rank: the whole row selected by ranks, ``_select_by_rank``)."""
+    numbers = {"L": 1, "R": 1, "W": 1, "G": 1, "P": triton.next_power_of_2(call.num_groups)}  # P: a whole row
     flags = set()
     for word in spec.split():
         if word[0] in numbers and word[1:].isdigit():
             numbers[word[0]] = int(word[1:])
         else:
             flags.add(word)
-    unknown = flags - {"words", "prefetch", "onepass"}
+    unknown = flags - {"words", "prefetch", "onepass", "rank"}
     assert not unknown, f"--tile: unknown words {unknown}"
     lanes, group = numbers["L"], numbers["G"]
-    if ("onepass" in flags and not one_pass_ok(call, lanes, group)) or (call.grouped and call.group_size % group) \
-            or ("words" in flags and not (words_ok(call, lanes, group) and (not call.grouped or "onepass" in flags))):
+    if (("rank" in flags and triton.cdiv(call.experts, group) > 128)  # rank matrices of at most 128 x 128
+            or ("onepass" in flags and not one_pass_ok(call, lanes, group)) or (call.grouped and call.group_size % group)
+            or ("words" in flags and not (words_ok(call, lanes, group) and (not call.grouped or "onepass" in flags)))):
         return None
     return bitonic_plan(call, lanes, numbers["R"], numbers["W"], group, numbers["P"], "prefetch" in flags,
-                        "words" in flags, "onepass" in flags)
+                        "words" in flags, "onepass" in flags, "rank" in flags)
 
 
 def decode_tiles(call):
@@ -241,6 +243,27 @@ def main():
                 if warmed % parts == part:
                     launch(call, inputs.logits[0], bias, inputs.weights, inputs.ids, plan=plan)
             continue
+        if args.ab:  # every arm must give the rule's bits before it is timed
+            mismatched = set()
+            reference = None
+            for name, plan, bias in arms:
+                if bias is not inputs.bias:
+                    continue
+                weights, ids = inputs.weights.clone().fill_(-7.0), inputs.ids.clone().fill_(-7)
+                try:
+                    launch(call, inputs.logits[0], bias, weights, ids, plan=plan)
+                except Exception as error:
+                    print(f"{shape.label} T={shape.tokens} {name}: FAILED {type(error).__name__} {str(error)[:120]}")
+                    mismatched.add(name)
+                    continue
+                if reference is None:
+                    reference = (weights, ids)
+                elif not (torch.equal(ids, reference[1]) and torch.equal(weights.view(torch.int32),
+                                                                          reference[0].view(torch.int32))):
+                    rows = int((ids != reference[1]).any(1).sum())
+                    print(f"{shape.label} T={shape.tokens} {name}: MISMATCH against the rule ({rows} rows' ids differ)")
+                    mismatched.add(name)
+            arms = [arm for arm in arms if arm[0] not in mismatched]
         per_round = {name: [] for name, _, _ in arms}
         replays = {name: [] for name, _, _ in arms}
         for _ in range(rounds):  # arms interleaved: A B C A B C ...
