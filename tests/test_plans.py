@@ -23,6 +23,8 @@ SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     # of the logit beyond 512 experts, kernel v9; window keys up to 512)
     (256, 32, 1, 1, "sigmoid", True), (512, 20, 8, 4, "sigmoid", True), (200, 17, 1, 1, "softmax", False),
     (1024, 24, 1, 1, "sigmoid", False), (256, 8, 1, 1, "sigmoid", False),
+    # one pass, steps of two groups over two lanes each, without bias (the groups' largest s; kernel v10)
+    (128, 4, 2, 1, "sigmoid", False),
 ]
 
 

@@ -1,27 +1,35 @@
-"""Which one-pass grouped tiles give the two-pass ids? A map for bisecting kernel v9's GPU-only failure.
+"""Which one-pass grouped tiles give the two-pass ids? The map that found kernel v9's GPU-only failure.
 
-Run: python benchmarks/probes/one_pass_bisect.py [--tokens 67]     (GPU; the interpreter runs it too, slowly)
+Run: python benchmarks/probes/one_pass_bisect.py [--rule] [--tokens 67] [--jobs N]
+     (GPU; the interpreter runs it too, slowly)
 
 Kernel v9 found the one-pass path (``_select_one_pass``, kernel v6) wrong on the H200 for 512 experts in 8
-groups, 4 kept, K = 20 on four lanes (lists of 32 keys, two groups per step: 61 of 67 rows), while the
-interpreter is exact; ``launch.one_pass_ok`` has refused lists of 32 keys since (benchmarks/NOTES.md v9).
-This probe forces one pass onto tiles that the rule never picks, bypassing that guard but keeping the
-structural conditions (``launch.one_pass_tile_ok``: steps of whole groups, a lane's part of a step inside
-one group), and counts the rows
-whose ids or weights differ from the same tile in two passes (the group stage, then the masked stream) on
-the same inputs. The grid crosses list length (8, 16, 32 keys) with groups per step (1, 2, 4), so one
-run says whether the failure follows the list length, the groups per step, or both. It compiles 30
-kernels on first use (1-27 s each for sm_90 on this 2-core machine; 52 s here in the interpreter at 5 tokens,
-every row equal), so give a GPU run several minutes, or warm Triton's cache first.
+groups, 4 kept, K = 20 on four lanes, while the interpreter was exact. This map (session 12, NOTES.md v10)
+traced it to the group scores of steps whose groups span several lanes, in shipped K <= 16 tiles too; v10
+computes them without the reshape that went wrong. Run it on any new Triton or GPU.
+
+It forces one pass onto tiles, keeping the structural conditions (``launch.one_pass_ok``: steps of whole
+groups, a lane's part of a step inside one group), and counts the rows whose ids or weights differ from
+the same tile in two passes (the group stage, then the masked stream) on the same inputs. The default grid crosses list length (8, 16, 32 keys) with groups per step
+(1, 2, 4) on tiles of runs of 1. ``--rule`` instead takes, for every distinct one-pass tile the rule can
+choose (list length, lanes, run length, groups per step, lanes per group, word loads; found by walking
+grouped shapes of 64-512 experts through ``launch.all_plans``), the first shape that gets it, and compares
+the rule's plan with its two-pass twin.
+
+For each differing tile it also says whether the one-pass ids stay inside the kept groups of a float32
+torch reference (the groups' ranking went right and the lists' merge went wrong) or not. ``--jobs N``
+splits the tiles over N processes (compiling dominates: 1-27 s a kernel for sm_90 on a 2-core machine).
 """
 
 import argparse
+import subprocess
+import sys
 
 import torch
 
 from moe_routing.call import check_call
 from moe_routing.kernels import launch
-from moe_routing.kernels.launch import bitonic_chunk, bitonic_plan, one_pass_tile_ok, two_passes
+from moe_routing.kernels.launch import all_plans, bitonic_plan, one_pass_ok, two_passes
 
 # (experts, groups, kept, topk, lanes): lists of 8 / 16 / 32 keys, 1 / 2 / 4 groups per step, runs of 1
 GRID = [
@@ -31,34 +39,94 @@ GRID = [
 ]
 
 
+def tile_class(call, plan) -> tuple:
+    """(list length, lanes, run length, groups per step, lanes per group, word loads) of a one-pass plan."""
+    c = plan.constexprs
+    lane_span = c["CHUNK"] * c["GROUP"]
+    return (c["CHUNK"], c["LANES"], c["GROUP"], c["LANES"] * lane_span // call.group_size,
+            call.group_size // lane_span, c["WORDS"])
+
+
+def rule_cases():
+    """One (shape, plan) per distinct one-pass tile class the rule can choose."""
+    seen = {}
+    for experts in (64, 96, 128, 160, 192, 256, 320, 384, 512):
+        for groups in (2, 4, 8, 16, 32, 64):
+            if experts % groups:
+                continue
+            for kept in range(1, groups):
+                for topk in range(1, min(32, kept * experts // groups) + 1):
+                    call = check_call(torch.zeros(1, experts), topk, "sigmoid", torch.zeros(experts), groups, kept,
+                                      True, 1.0, None)
+                    for plan in all_plans(call, wide_loads=True, biased=True).values():
+                        if plan.name == "bitonic" and plan.constexprs["ONE_PASS"]:
+                            seen.setdefault(tile_class(call, plan), ((experts, groups, kept, topk), plan))
+    return [seen[key] for key in sorted(seen)]
+
+
+def grid_cases():
+    cases = []
+    for experts, groups, kept, topk, lanes in GRID:
+        call = check_call(torch.zeros(1, experts), topk, "sigmoid", torch.zeros(experts), groups, kept, True, 1.0, None)
+        if one_pass_ok(call, lanes, 1):
+            two = bitonic_plan(call, lanes, 4, 1, 1, groups, prefetch=True)
+            cases.append(((experts, groups, kept, topk), two._replace(constexprs={**two.constexprs, "ONE_PASS": True})))
+        else:
+            print(f"{experts}/{groups}:{kept} K={topk} lanes={lanes}: not a one-pass tile, skipped")
+    return cases
+
+
+def kept_groups_reference(logits, bias, groups, kept):
+    """[T, groups] bool: the kept groups by a float32 torch reference (sum of each group's two best c)."""
+    c = torch.sigmoid(logits.float()) + bias.float()
+    top2 = c.view(c.shape[0], groups, -1).topk(2, dim=-1).values.sum(-1)
+    chosen = top2.topk(kept, dim=-1).indices
+    return torch.zeros_like(top2, dtype=torch.bool).scatter_(1, chosen, True)
+
+
+def compare(shape, plan, tokens, device):
+    experts, groups, kept, topk = shape
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    logits = (torch.randn(tokens, experts, generator=gen) * 2).to(torch.bfloat16).to(device)
+    bias = (torch.randn(experts, generator=gen) * 0.5).to(device)
+    call = check_call(logits, topk, "sigmoid", bias, groups, kept, True, 2.5, None)
+    results = []
+    for one in (plan, two_passes(plan)):
+        weights = torch.full((tokens, topk), float("nan"), device=device)
+        ids = torch.full((tokens, topk), -1, dtype=torch.int32, device=device)
+        launch(call, logits, bias, weights, ids, plan=one)
+        results.append((weights, ids))
+    (w1, i1), (w2, i2) = results
+    differ = (i1 != i2).any(dim=1) | (w1 != w2).any(dim=1)
+    cls = tile_class(call, plan)
+    line = (f"{experts}/{groups}:{kept} K={topk}: list {cls[0]} keys, lanes {cls[1]}, runs of {cls[2]}, "
+            f"{cls[3]} groups per step, {cls[4]} lanes per group, words {int(cls[5])} -> "
+            f"{int(differ.sum())} of {tokens} rows differ")
+    if differ.any():
+        keep = kept_groups_reference(logits, bias, groups, kept)
+        in_kept = lambda ids: int(keep.gather(1, (ids.long() // call.group_size).clamp(0, groups - 1)).all(1)[differ].sum())
+        line += (f"; of those, one pass inside the reference's kept groups: {in_kept(i1)}, two passes: "
+                 f"{in_kept(i2)}; first: one {i1[differ][0].tolist()} two {i2[differ][0].tolist()}")
+    print(line, flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--rule", action="store_true", help="every one-pass tile class the rule can choose")
     ap.add_argument("--tokens", type=int, default=67)
-    ap.add_argument("--rows", type=int, default=4, help="rows per program of every tile")
+    ap.add_argument("--jobs", type=int, default=1, help="split the tiles over this many processes")
+    ap.add_argument("--part", default="0/1", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.jobs > 1:
+        argv = [a for a in sys.argv[1:] if a not in ("--jobs", str(args.jobs))]
+        procs = [subprocess.Popen([sys.executable, __file__, *argv, "--part", f"{i}/{args.jobs}"])
+                 for i in range(args.jobs)]
+        sys.exit(max(p.wait() for p in procs))
+    part, parts = (int(v) for v in args.part.split("/"))
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    for experts, groups, kept, topk, lanes in GRID:
-        logits = (torch.randn(args.tokens, experts, generator=gen) * 2).to(torch.bfloat16).to(device)
-        bias = (torch.randn(experts, generator=gen) * 0.5).to(device)
-        call = check_call(logits, topk, "sigmoid", bias, groups, kept, True, 2.5, None)
-        if not one_pass_tile_ok(call, lanes, 1):
-            print(f"{experts}/{groups}:{kept} K={topk} lanes={lanes}: not a one-pass tile, skipped")
-            continue
-        two = bitonic_plan(call, lanes, args.rows, 1, 1, groups, prefetch=True)
-        one = two._replace(constexprs={**two.constexprs, "ONE_PASS": True})
-        results = []
-        for plan in (one, two_passes(one)):
-            weights = torch.full((args.tokens, topk), float("nan"), device=device)
-            ids = torch.full((args.tokens, topk), -1, dtype=torch.int32, device=device)
-            launch(call, logits, bias, weights, ids, plan=plan)
-            results.append((weights, ids))
-        (w1, i1), (w2, i2) = results
-        differ = ((i1 != i2).any(dim=1) | (w1 != w2).any(dim=1)).sum().item()
-        size = experts // groups
-        print(f"{experts}/{groups}:{kept} K={topk} lanes={lanes}: list {bitonic_chunk(call)} keys, "
-              f"{lanes * bitonic_chunk(call) // size} groups per step -> {differ} of {args.tokens} rows differ",
-              flush=True)
+    cases = rule_cases() if args.rule else grid_cases()
+    for shape, plan in cases[part::parts]:
+        compare(shape, plan, args.tokens, device)
 
 
 if __name__ == "__main__":

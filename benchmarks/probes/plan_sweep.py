@@ -124,7 +124,7 @@ def ab_arms(call, baseline):
 def tile_arm(call, spec: str):
     """``--tile``'s plan for this call, or None where it does not apply: SPEC is words such as
     "L2 R16 W1 G4 words" (lanes, rows, warps, run length, P groups per load (default: a whole row); flags:
-    words, prefetch, onepass, rank: the whole row selected by ranks, ``_select_by_rank``)."""
+    words, prefetch, onepass)."""
     numbers = {"L": 1, "R": 1, "W": 1, "G": 1, "P": triton.next_power_of_2(call.num_groups)}  # P: a whole row
     flags = set()
     for word in spec.split():
@@ -132,15 +132,14 @@ def tile_arm(call, spec: str):
             numbers[word[0]] = int(word[1:])
         else:
             flags.add(word)
-    unknown = flags - {"words", "prefetch", "onepass", "rank"}
+    unknown = flags - {"words", "prefetch", "onepass"}
     assert not unknown, f"--tile: unknown words {unknown}"
     lanes, group = numbers["L"], numbers["G"]
-    if (("rank" in flags and triton.cdiv(call.experts, group) > 128)  # rank matrices of at most 128 x 128
-            or ("onepass" in flags and not one_pass_ok(call, lanes, group)) or (call.grouped and call.group_size % group)
+    if (("onepass" in flags and not one_pass_ok(call, lanes, group)) or (call.grouped and call.group_size % group)
             or ("words" in flags and not (words_ok(call, lanes, group) and (not call.grouped or "onepass" in flags)))):
         return None
     return bitonic_plan(call, lanes, numbers["R"], numbers["W"], group, numbers["P"], "prefetch" in flags,
-                        "words" in flags, "onepass" in flags, "rank" in flags)
+                        "words" in flags, "onepass" in flags)
 
 
 def decode_tiles(call):

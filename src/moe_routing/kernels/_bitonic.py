@@ -291,13 +291,10 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
             GROUP: tl.constexpr, KEYS: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-            x_first=None, RANK: tl.constexpr = False):
+            x_first=None):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
     the floor [ROWS]. ``x_first``: the first step's logits, when the caller loaded them already."""
-    if RANK:
-        return _select_by_rank(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS,
-                               GROUP_SIZE, TOPK, ROWS, CHUNK, GROUP, KEYS)
     STEPS: tl.constexpr = (NUM_EXPERTS + LANES * CHUNK * GROUP - 1) // (LANES * CHUNK * GROUP)
     lane = tl.arange(0, LANES)
     member = tl.arange(0, CHUNK)
@@ -335,49 +332,9 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
 
 
 @triton.jit
-def _select_by_rank(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
-                    NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr,
-                    CHUNK: tl.constexpr, GROUP: tl.constexpr, KEYS: tl.constexpr):
-    """``_select`` of a whole row at once, by ranks: each key's rank is how many keys of its row are
-    larger (keys are distinct but for the 0s of padding and eliminated groups), and the key of rank s
-    fills slot s. E x E compares that do not depend on one another, against the streaming network's
-    chain of dependent compare-exchange stages and shuffles: for short rows at decode sizes. With
-    ``GROUP > 1`` the ranks are those of the runs' best keys, and the top CHUNK runs' experts are
-    selected exactly afterwards (``_finish_select``)."""
-    RUNS: tl.constexpr = triton.next_power_of_2((NUM_EXPERTS + GROUP - 1) // GROUP)
-    expert = tl.arange(0, RUNS)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]  # [RUNS, GROUP]
-    exists = expert < NUM_EXPERTS
-    present = exists[None]
-    if kept is not None:  # experts of eliminated groups are not read, and get key 0 like padding
-        present = present & (((kept[:, None, None] >> (expert // GROUP_SIZE).to(kept.dtype)[None]) & 1) != 0)
-    x = tl.load(logits_ptr + rows64[:, None, None] * stride_l_row + expert[None], mask=row_ok[:, None, None] & present,
-                other=0.0)
-    bias = None
-    if bias_ptr is not None:
-        bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)[None]
-    keys = _keys(x, bias, expert[None], present, offset, scale, KEYS, RUNS * GROUP != NUM_EXPERTS or kept is not None)
-    keys = tl.max(keys, axis=2) if GROUP > 1 else tl.reshape(keys, (ROWS, RUNS))
-    best = _top_by_rank(keys, CHUNK)
-    return _finish_select(tl.reshape(best, (ROWS, 1, CHUNK)), logits_ptr, bias_ptr, rows64, row_ok, stride_l_row,
-                          offset, scale, kept, NUM_EXPERTS, TOPK, ROWS, 1, CHUNK, GROUP, KEYS, True, True)
-
-
-@triton.jit
-def _top_by_rank(keys, CHUNK: tl.constexpr):
-    """The CHUNK largest of ``keys`` [ROWS, N] (distinct but for 0s), sorted descending [ROWS, CHUNK]: the
-    key of rank s (s keys larger) goes to slot s; slots no key reaches hold 0. The compare matrix sums
-    over its middle axis, which Triton keeps in each thread's registers (the last one spreads over the
-    threads)."""
-    rank = tl.sum((keys[:, :, None] > keys[:, None, :]).to(tl.int32), axis=1)
-    slot = tl.arange(0, CHUNK)
-    return tl.max(tl.where(rank[:, None, :] == slot[None, :, None], keys[:, None, :], 0), axis=2)
-
-
-@triton.jit
 def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
                    NUM_EXPERTS: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
-                   CHUNK: tl.constexpr, GROUP: tl.constexpr, KEYS: tl.constexpr, SORTED: tl.constexpr,
-                   RANK: tl.constexpr = False):
+                   CHUNK: tl.constexpr, GROUP: tl.constexpr, KEYS: tl.constexpr, SORTED: tl.constexpr):
     """From the lanes' lists ``best`` [ROWS, LANES, CHUNK] (0 for eliminated groups' runs; sorted
     descending when ``SORTED``, else bitonic): the lanes merged, the top runs' experts selected exactly;
     returns what ``_select`` does."""
@@ -396,10 +353,7 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + candidate, mask=exists, other=0.0).to(tl.float32)
         keys = _keys(x, bias, candidate, exists, offset, scale, KEYS, kept is not None or NUM_EXPERTS % GROUP != 0)
-        if RANK:
-            best = _top_by_rank(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK)
-        else:
-            best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
+        best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
         expert, valid = _key_expert(best, KEYS)
     floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
     return expert, valid, floored
@@ -481,12 +435,8 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         choice = _window_choice(x, bias)
         keys = tl.max(_window_key(x, choice, expert[None], None, offset, scale, False), axis=3)
         lists = lists + (tl.topk(keys, CHUNK, dim=2),)  # [ROWS, LANES, CHUNK], best first
-        valid = tl.abs(x) < float("inf")
-        if GROUPS_PER_STEP == 1:  # the step is one group: reduce it where it lies (no layout change)
-            score = _step_group_score(choice, valid, bias is not None)
-        else:
-            score = _group_scores(tl.reshape(choice, (ROWS, GROUPS_PER_STEP, GROUP_SIZE)),
-                                  tl.reshape(valid, (ROWS, GROUPS_PER_STEP, GROUP_SIZE)), bias is not None)
+        # the step's groups' scores where the values lie (no reshape: see _step_group_scores)
+        score = _step_group_scores(choice, tl.abs(x) < float("inf"), bias is not None, GROUPS_PER_STEP)
         here = tl.arange(0, STEPS)[None, :, None] == step
         group_scores = tl.where(here, score[:, None, :], group_scores)
         if step + 1 < STEPS:
@@ -598,18 +548,41 @@ def _group_scores(choice, valid, HAS_BIAS: tl.constexpr):
 
 
 @triton.jit
-def _step_group_score(choice, valid, HAS_BIAS: tl.constexpr):
-    """``_group_scores`` of a step that is one group, ``choice`` [ROWS, LANES, CHUNK, GROUP] -> [ROWS, 1]:
-    the two largest valid ``c`` (a set: the same pair whatever the order of reduction), without the
-    reshape (which would move the values of a word-loaded step between threads)."""
+def _step_group_scores(choice, valid, HAS_BIAS: tl.constexpr, GROUPS_PER_STEP: tl.constexpr):
+    """``_group_scores`` of a step's groups, ``choice`` [ROWS, LANES, CHUNK, GROUP] -> [ROWS, GROUPS_PER_STEP]
+    (each group is LANES / GROUPS_PER_STEP consecutive lanes): each lane's two largest valid ``c``, then each
+    group's two largest of its lanes' pairs (a set: the same pair, and the same float32 sum, whatever the
+    order of reduction). Reduced where the values lie, never reshaped: reshaping [ROWS, LANES, CHUNK, GROUP]
+    into [ROWS, GROUPS_PER_STEP, GROUP_SIZE] (kernel v6 to v9) gave wrong group scores on the H200 for tiles
+    whose groups span several lanes (2 or 4 groups a step and 2 or 4 lanes a group: 28 to 67 of 67 rows with
+    other ids; `benchmarks/probes/one_pass_bisect.py`, NOTES.md v10) where Triton's interpreter is right."""
     choice = tl.where(valid, choice, float("-inf"))
     if HAS_BIAS:
         best, second = tl.reduce((choice, tl.full(choice.shape, float("-inf"), tl.float32)), 3, _top2_combine)
-        best, second = tl.reduce((best, second), 2, _top2_combine)
-        best, second = tl.reduce((best, second), 1, _top2_combine, keep_dims=True)
-        return tl.reshape(top2_group_score(best, second), (choice.shape[0], 1))
+        best, second = tl.reduce((best, second), 2, _top2_combine)  # [ROWS, LANES]
     else:
-        return tl.reshape(tl.max(tl.max(tl.max(choice, axis=3), axis=2), axis=1, keep_dims=True), (choice.shape[0], 1))
+        best = tl.max(tl.max(choice, axis=3), axis=2)
+    if GROUPS_PER_STEP == 1:
+        if HAS_BIAS:
+            best, second = tl.reduce((best, second), 1, _top2_combine, keep_dims=True)
+            return top2_group_score(best, second)
+        return tl.max(best, axis=1, keep_dims=True)
+    LANES: tl.constexpr = choice.shape[1]
+    if GROUPS_PER_STEP == LANES:  # a lane per group: its pair is the group's
+        return top2_group_score(best, second) if HAS_BIAS else best
+    owner = tl.arange(0, LANES) // (LANES // GROUPS_PER_STEP)  # the step's group of each lane
+    slot = tl.arange(0, GROUPS_PER_STEP)
+    scores = tl.full((choice.shape[0], GROUPS_PER_STEP), float("-inf"), tl.float32)
+    for g in tl.static_range(GROUPS_PER_STEP):
+        mine = (owner == g)[None, :]
+        if HAS_BIAS:
+            group_best, group_second = tl.reduce((tl.where(mine, best, float("-inf")),
+                                                  tl.where(mine, second, float("-inf"))), 1, _top2_combine)
+            score = top2_group_score(group_best, group_second)
+        else:
+            score = tl.max(tl.where(mine, best, float("-inf")), axis=1)
+        scores = tl.where(slot[None, :] == g, score[:, None], scores)
+    return scores
 
 
 @triton.jit
@@ -699,7 +672,6 @@ def bitonic_kernel(
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
     WORDS: tl.constexpr,  # 16-bit logits read as 64-bit words (rows 16-byte aligned, runs of 4; launch.words_ok)
     ONE_PASS: tl.constexpr,  # grouped, window keys: groups ranked and experts keyed in one read of the row
-    RANK: tl.constexpr,  # the whole row at once, selected by ranks (_select_by_rank; short rows, decode sizes)
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -734,11 +706,10 @@ def bitonic_kernel(
         if LOGIT16:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS, PREFETCH, WORDS,
-                                       x_first, RANK)
+                                       x_first)
         else:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
-                                       GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, LOGIT_KEYS, PREFETCH, WORDS, x_exact,
-                                       RANK)
+                                       GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, LOGIT_KEYS, PREFETCH, WORDS, x_exact)
     elif usable:
         if ONE_PASS:
             expert, valid, floored, kept_found = _select_one_pass(
@@ -748,11 +719,11 @@ def bitonic_kernel(
             kept_found = kept
             expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
                                              NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, PREFETCH,
-                                             WORDS, x_first, RANK)
+                                             WORDS, x_first)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
                                             kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS,
-                                            PREFETCH, WORDS, x_exact, RANK)
+                                            PREFETCH, WORDS, x_exact)
             expert = tl.where(floored[:, None], exact, expert)
             valid = tl.where(floored[:, None], exact_valid, valid)
     else:
@@ -762,7 +733,7 @@ def bitonic_kernel(
                                           TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept_stage,
                                    NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
-                                   WORDS, x_exact, RANK)
+                                   WORDS, x_exact)
 
     # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
     slot = tl.arange(0, CHUNK)

@@ -83,7 +83,7 @@ def bitonic_supported(call: RoutingCall, biased: bool = False) -> bool:
 
 def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
                  groups_per_load: int = 1, prefetch: bool = False, words: bool = False,
-                 one_pass: bool = False, rank: bool = False) -> Plan:
+                 one_pass: bool = False) -> Plan:
     """A bitonic tile. ``group`` (runs of the filter) must divide the group size; ``groups_per_load`` is
     how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead;
     ``words`` reads 16-bit logits as 64-bit words (``words_ok``; only for 16-byte aligned rows, see
@@ -99,7 +99,7 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
                       ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
                       GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch,
-                      WORDS=words, ONE_PASS=one_pass, RANK=rank)
+                      WORDS=words, ONE_PASS=one_pass)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
@@ -110,16 +110,10 @@ def bitonic_chunk(call: RoutingCall) -> int:
 
 def one_pass_ok(call: RoutingCall, lanes: int, group: int) -> bool:
     """Whether a grouped bitonic tile can rank the groups and key the experts in one read (kernel v6):
-    lists of at most 16 keys (K <= 16) and ``one_pass_tile_ok``. Lists of 32 keys in one pass gave wrong
-    ids on the H200 (512 experts, 8 groups, 4 kept, K = 20, four lanes: 61 of 67 rows) where Triton's
-    interpreter gives the right ones; not understood, so those calls take the two passes (NOTES.md v9)."""
-    return bitonic_chunk(call) <= 16 and one_pass_tile_ok(call, lanes, group)
-
-
-def one_pass_tile_ok(call: RoutingCall, lanes: int, group: int) -> bool:
-    """The one-pass path's structural conditions: grouped, window keys possible (E <= 512), a power-of-two
-    number of power-of-two groups, each lane's ``chunk * group`` experts of a step inside one group, and
-    each step of ``lanes * chunk * group`` experts made of whole groups."""
+    grouped, window keys possible (E <= 512), a power-of-two number of power-of-two groups, each lane's
+    ``chunk * group`` experts of a step inside one group, and each step of ``lanes * chunk * group``
+    experts made of whole groups. (v9 refused lists of 32 keys here after wrong ids on the H200; the cause
+    was the group scores of steps whose groups span several lanes, fixed in v10: NOTES.md v10.)"""
     lane_span = bitonic_chunk(call) * group
     span = lanes * lane_span
     size = call.group_size
