@@ -65,7 +65,12 @@ def candidates(call, medium=False):
     yield "rule", choose_plan(call, wide_loads=True)  # the bench's logits are aligned bf16 rows
     tc = token_class(call.tokens)
     if bitonic_chunk(call) > 16:  # K > 16: kernel v1 (the rule before v9) and tiles of 32-key lists
-        yield "v1 rounds (old rule)", rounds_plan(call, tc)
+        yield "v1 rounds (old rule)", rounds_plan(call, tc, 8, 8) if call.grouped and tc == HUGE else rounds_plan(call, tc)
+        rule = choose_plan(call, wide_loads=True)
+        if call.grouped:  # one pass (v10) against the same tile in two passes (v9's rule)
+            if rule.constexprs.get("ONE_PASS"):
+                yield "rule's tile, two passes", two_passes(rule)
+            return
         for lanes, rows, warps, group in WIDE_TOPK_GRID[tc if tc <= SMALL else LARGE]:
             if lanes <= triton.next_power_of_2(triton.cdiv(call.experts, bitonic_chunk(call))):  # every lane a chunk
                 yield f"bitonic L{lanes} R{rows} W{warps} G{group}", bitonic_plan(call, lanes, rows, warps, group)
@@ -174,7 +179,8 @@ def main():
                     help="DeepSeek-V3's 4 of 8 groups, every token class (with --ab: its target shapes)")
     ap.add_argument("--ab", metavar="FILE", help="kernel versions at the target shapes (see the docstring)")
     ap.add_argument("--wide-topk", action="store_true",
-                    help="K = 32 (1024 and 256 experts): tiles of 32-key lists against kernel v1")
+                    help="K = 32 (1024 and 256 experts): tiles of 32-key lists against kernel v1; 512 / 20 "
+                    "grouped (8 groups, 4 kept): one pass against two")
     ap.add_argument("--no-bias", action="store_true",
                     help="with --ab: sigmoid without bias (beyond 512 experts ranked by the logits since v9)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
@@ -208,6 +214,7 @@ def main():
     if args.wide_topk:
         shapes = [Shape(1024, 32, t) for t in (1, 128, 1024, 2048, 4096, 8192, 65536)]
         shapes += [Shape(256, 32, t) for t in (1, 8192, 65536)]
+        shapes += [Shape(512, 20, t, 8, 4) for t in (2048, 8192, 65536)]  # grouped: one pass or two (v10)
     if args.ab and args.no_bias:
         shapes = [Shape(e, k, t, bias=False) for e, k in ((256, 8), (128, 1), (1024, 8)) for t in (1, 128, 8192, 65536)]
     if args.ab and args.grouped:  # the grouped target shapes only, largest first

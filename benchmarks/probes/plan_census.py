@@ -1,0 +1,169 @@
+"""Every tile class the rule can choose, run once on this machine and judged against float64.
+
+Run: python benchmarks/probes/plan_census.py [--jobs N] [--limit N]     (GPU; the interpreter runs it, slowly)
+
+Why: kernels v6-v9 computed wrong group scores on the H200 for one-pass tiles that no test shape
+reached, while Triton's interpreter (CI) computed them right (NOTES.md v10). Which compiled code a plan
+gets depends on the shapes of its tensors, i.e. on its tile, not on the call's exact sizes. This probe
+walks a grid of calls (32-1024 experts, K = 1-32, flat and grouped, sigmoid with and without bias,
+softmax) through ``launch.all_plans`` (every token class, unaligned and two-pass variants), keeps the
+first call of each *tile class* (the plan's constexprs with the problem sizes replaced by what shapes a
+tensor: list length, lanes, runs, rows, warps, flags, group blocks, steps, padding, key family), and routes
+2 x rows + 3 tokens with that plan forced: random bf16 logits with a NaN row, an -inf row, an all-tied
+row and a row of ties inside groups, with the bias as drawn (window keys) and shifted by +8 (exact keys).
+Each result is checked fully written and against the float64 semantics (``measure.verify``: ids exact
+outside near ties, weights to 2e-6). ``--jobs N`` splits the classes over N processes (compiling dominates).
+Prints one line per failing class and a summary.
+"""
+
+import argparse
+import subprocess
+import sys
+
+import torch
+import triton
+
+from moe_routing.call import check_call
+from moe_routing.kernels import launch
+from moe_routing.kernels.launch import all_plans
+from moe_routing.measure.verify import verify
+
+EXPERTS = (32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 1024)
+GROUPINGS = ((1, 1), (2, 1), (4, 1), (4, 2), (8, 3), (8, 4), (16, 4), (64, 8))
+TOPKS = (1, 2, 4, 6, 8, 9, 12, 16, 17, 20, 24, 32)
+SCORINGS = (("sigmoid", True), ("sigmoid", False), ("softmax", False))
+SIZES = ("TOPK", "NUM_EXPERTS", "TOPK_GROUP", "NUM_GROUPS", "GROUP_SIZE", "BLOCK_EXPERTS")
+
+
+def tile_class(call, plan, biased: bool) -> tuple:
+    """What shapes a plan's tensors: its constexprs without the problem's sizes, plus the steps of a row,
+    whether the last step is padded, the key family and whether groups can be eliminated."""
+    c = plan.constexprs
+    grouped = call.topk_group < call.num_groups
+    ignored = SIZES + (("LOG2_CHUNK", "RENORMALIZE") if grouped else ("LOG2_CHUNK", "RENORMALIZE", "BLOCK_GROUPS",
+                                                                      "BLOCK_GROUP_SIZE", "GROUPS_PER_LOAD"))
+    rest = tuple((k, v) for k, v in c.items() if k not in ignored)  # group blocks shape only the group stage
+    if plan.name == "bitonic":
+        span = c["LANES"] * c["CHUNK"] * c["GROUP"]
+        steps = triton.cdiv(call.experts, span)
+        per_step = span // call.group_size if c["ONE_PASS"] else 0
+        return ("bitonic", rest, plan.num_warps, steps if c["ONE_PASS"] else min(steps, 2), call.experts % span != 0,
+                per_step, call.experts > 512, biased, grouped, call.experts % c["GROUP"] != 0)
+    return ("rounds", rest, plan.num_warps, grouped, biased)
+
+
+def family(key: tuple) -> str:
+    """"flat", "one-pass", "two-pass" (grouped bitonic) or "rounds" (kernel v1) of a tile class."""
+    if key[0] == "rounds":
+        return "rounds"
+    if not key[8]:
+        return "flat"
+    return "one-pass" if key[5] else "two-pass"
+
+
+def census():
+    """[(tile class, call arguments, plan name, plan)], first call of each class."""
+    seen = {}
+    for experts in EXPERTS:
+        for groups, kept in GROUPINGS:
+            if experts % groups:
+                continue
+            for topk in TOPKS:
+                if topk > kept * experts // groups:
+                    continue
+                for scoring, biased in SCORINGS:
+                    args = (experts, topk, scoring, biased, groups, kept)
+                    try:
+                        call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), topk, scoring,
+                                          torch.zeros(experts) if biased else None, groups, kept, True, 1.0, None)
+                    except (ValueError, TypeError):
+                        continue
+                    for name, plan in all_plans(call, True, biased).items():
+                        seen.setdefault(tile_class(call, plan, biased), (args, name, plan))
+    return [(key, *value) for key, value in seen.items()]
+
+
+def inputs(experts, groups, tokens, device, seed):
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(tokens, experts, generator=gen) * 2
+    size = experts // groups
+    logits[0, ::3] = float("nan")
+    logits[1] = float("-inf")
+    logits[2] = 0.5  # every expert tied
+    if groups > 1:
+        logits[3, :size] = logits[3, size:2 * size]  # two groups with the same values
+    bias = torch.randn(experts, generator=gen) * 0.5
+    return logits.to(torch.bfloat16).to(device), bias.to(device)
+
+
+def check(args, name, plan, device):
+    """Failure descriptions of one plan (empty when every run is right)."""
+    experts, topk, scoring, biased, groups, kept = args
+    tokens = 2 * plan.rows + 3
+    logits, bias = inputs(experts, groups, tokens, device, experts * 131 + topk)
+    failures = []
+    for shift in ((0.0, 8.0) if biased and scoring == "sigmoid" else (None,)):
+        b = None if shift is None else bias + shift
+        call = check_call(logits, topk, scoring, b, groups, kept, True, 2.5, None)
+        weights = torch.full((tokens, topk), float("nan"), device=device)
+        ids = torch.full((tokens, topk), -7, dtype=torch.int32, device=device)
+        try:
+            launch(call, logits, b, weights, ids, plan=plan)
+        except Exception as error:  # noqa: BLE001 - a census reports, it does not stop
+            failures.append(f"bias+{shift}: {type(error).__name__}: {str(error)[:100]}")
+            continue
+        if torch.isnan(weights).any() or (ids == -7).any():
+            failures.append(f"bias+{shift}: outputs not fully written")
+            continue
+        verdict = verify(weights, ids, logits, topk, scoring_func=scoring, correction_bias=b, num_expert_group=groups,
+                         topk_group=kept, routed_scaling_factor=2.5)
+        if not verdict.ok:
+            failures.append(f"bias+{shift}: {verdict.mismatched_rows} mismatched, {verdict.malformed_rows} malformed "
+                            f"of {verdict.rows} rows, weight error {verdict.max_weight_error:.2e}")
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=1, help="split the classes over this many processes")
+    ap.add_argument("--limit", type=int, help="only the first N classes")
+    ap.add_argument("--only", choices=("flat", "one-pass", "two-pass", "rounds"), action="append",
+                    help="only these families of classes: flat bitonic, grouped one pass, grouped two passes, "
+                         "kernel v1 (repeatable; default all)")
+    ap.add_argument("--stride", type=int, default=1, help="every N-th class only (a sample)")
+    ap.add_argument("--verbose", action="store_true", help="a line for every class, passed ones too")
+    ap.add_argument("--count", action="store_true", help="only count the classes")
+    ap.add_argument("--part", default="0/1", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    classes = [c for c in census() if not args.only or family(c[0]) in args.only][::args.stride][:args.limit]
+    if args.count:
+        kinds = {}
+        for key, *_ in classes:
+            kinds[key[0]] = kinds.get(key[0], 0) + 1
+        print(f"{len(classes)} tile classes: {kinds}")
+        return
+    if args.jobs > 1:
+        argv = [a for a in sys.argv[1:] if a not in ("--jobs", str(args.jobs))]
+        procs = [subprocess.Popen([sys.executable, __file__, *argv, "--part", f"{i}/{args.jobs}"])
+                 for i in range(args.jobs)]
+        sys.exit(max(p.wait() for p in procs))
+    part, parts = (int(v) for v in args.part.split("/"))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    mine = classes[part::parts]
+    failed = 0
+    for key, call_args, name, plan in mine:
+        failures = check(call_args, name, plan, device)
+        if not failures and args.verbose:
+            experts, topk, scoring, biased, groups, kept = call_args
+            print(f"ok {experts}/{topk} {groups}:{kept} {scoring}{'' if biased else ' no bias'} {name}", flush=True)
+        if failures:
+            failed += 1
+            experts, topk, scoring, biased, groups, kept = call_args
+            print(f"FAILED {experts}/{topk} {groups}:{kept} {scoring}{'' if biased else ' no bias'} {name} "
+                  f"{plan.name} rows={plan.rows} warps={plan.num_warps} {dict(plan.constexprs)}: {'; '.join(failures)}",
+                  flush=True)
+    print(f"part {part}/{parts}: {len(mine)} tile classes run, {failed} failed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
