@@ -22,9 +22,8 @@ splits the tiles over N processes (compiling dominates: 1-27 s a kernel for sm_9
 """
 
 import argparse
-import subprocess
-import sys
 
+import parts as parts_module
 import torch
 
 from moe_routing.call import check_call
@@ -114,15 +113,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rule", action="store_true", help="every one-pass tile class the rule can choose")
     ap.add_argument("--tokens", type=int, default=67)
-    ap.add_argument("--jobs", type=int, default=1, help="split the tiles over this many processes")
-    ap.add_argument("--part", default="0/1", help=argparse.SUPPRESS)
+    parts_module.add_arguments(ap)
     args = ap.parse_args()
-    if args.jobs > 1:
-        argv = [a for a in sys.argv[1:] if a not in ("--jobs", str(args.jobs))]
-        procs = [subprocess.Popen([sys.executable, __file__, *argv, "--part", f"{i}/{args.jobs}"])
-                 for i in range(args.jobs)]
-        sys.exit(max(p.wait() for p in procs))
-    part, parts = (int(v) for v in args.part.split("/"))
+    part, parts = parts_module.my_part(args)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     cases = rule_cases() if args.rule else grid_cases()
     for shape, plan in cases[part::parts]:

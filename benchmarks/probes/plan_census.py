@@ -17,9 +17,8 @@ Prints one line per failing class and a summary.
 """
 
 import argparse
-import subprocess
-import sys
 
+import parts as parts_module
 import torch
 import triton
 
@@ -125,7 +124,7 @@ def check(args, name, plan, device):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", type=int, default=1, help="split the classes over this many processes")
+    parts_module.add_arguments(ap)
     ap.add_argument("--limit", type=int, help="only the first N classes")
     ap.add_argument("--only", choices=("flat", "one-pass", "two-pass", "rounds"), action="append",
                     help="only these families of classes: flat bitonic, grouped one pass, grouped two passes, "
@@ -133,7 +132,6 @@ def main():
     ap.add_argument("--stride", type=int, default=1, help="every N-th class only (a sample)")
     ap.add_argument("--verbose", action="store_true", help="a line for every class, passed ones too")
     ap.add_argument("--count", action="store_true", help="only count the classes")
-    ap.add_argument("--part", default="0/1", help=argparse.SUPPRESS)
     args = ap.parse_args()
     classes = [c for c in census() if not args.only or family(c[0]) in args.only][::args.stride][:args.limit]
     if args.count:
@@ -142,12 +140,7 @@ def main():
             kinds[key[0]] = kinds.get(key[0], 0) + 1
         print(f"{len(classes)} tile classes: {kinds}")
         return
-    if args.jobs > 1:
-        argv = [a for a in sys.argv[1:] if a not in ("--jobs", str(args.jobs))]
-        procs = [subprocess.Popen([sys.executable, __file__, *argv, "--part", f"{i}/{args.jobs}"])
-                 for i in range(args.jobs)]
-        sys.exit(max(p.wait() for p in procs))
-    part, parts = (int(v) for v in args.part.split("/"))
+    part, parts = parts_module.my_part(args)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     mine = classes[part::parts]
     failed = 0

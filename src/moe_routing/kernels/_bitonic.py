@@ -399,10 +399,11 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
 
     Each step reads whole groups and each lane's part of a step lies in one group (the host checks:
     ``launch.one_pass_ok``) and computes every ``c`` once, for both the groups' scores
-    (``_group_scores``, as the group stage forms them) and the keys. The lanes' sorted lists of every step
-    stay in registers until the groups are ranked; then the lists of eliminated groups become 0 and merge
-    as the masked stream would have (same keys, same top ``CHUNK``: the same bits as the group stage plus
-    the masked stream, which read the kept half of the row again and recomputed its sigmoids).
+    (``_step_group_scores``: the same float32 numbers as the group stage's) and the keys. The lanes'
+    sorted lists of every step stay in registers until the groups are ranked; then the lists of
+    eliminated groups become 0 and merge as the masked stream would have (same keys, same top ``CHUNK``:
+    the same bits as the group stage plus the masked stream, which read the kept half of the row again
+    and recomputed its sigmoids).
     """
     SPAN: tl.constexpr = LANES * CHUNK * GROUP
     STEPS: tl.constexpr = NUM_EXPERTS // SPAN
@@ -555,7 +556,8 @@ def _step_group_scores(choice, valid, HAS_BIAS: tl.constexpr, GROUPS_PER_STEP: t
     order of reduction). Reduced where the values lie, never reshaped: reshaping [ROWS, LANES, CHUNK, GROUP]
     into [ROWS, GROUPS_PER_STEP, GROUP_SIZE] (kernel v6 to v9) gave wrong group scores on the H200 for tiles
     whose groups span several lanes (2 or 4 groups a step and 2 or 4 lanes a group: 28 to 67 of 67 rows with
-    other ids; `benchmarks/probes/one_pass_bisect.py`, NOTES.md v10) where Triton's interpreter is right."""
+    other ids; `benchmarks/probes/one_pass_bisect.py`, NOTES.md v10) where Triton's interpreter is right
+    (`benchmarks/probes/reshape_repro.py` reproduces it in a 30-line kernel)."""
     choice = tl.where(valid, choice, float("-inf"))
     if HAS_BIAS:
         best, second = tl.reduce((choice, tl.full(choice.shape, float("-inf"), tl.float32)), 3, _top2_combine)
