@@ -131,14 +131,11 @@ def test_one_pass_steps_of_groups_over_several_lanes():
     kernel v10 stays covered."""
     from moe_routing.call import check_call
     from moe_routing.kernels import all_plans
+    from moe_routing.kernels.launch import one_pass_step
 
     for experts, groups, kept, topk in ((128, 2, 1, 4), (64, 2, 1, 12), (512, 8, 4, 20)):
         call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), topk, "sigmoid", torch.zeros(experts), groups,
                           kept, True, 1.0, None)
-        shapes = set()
-        for plan in all_plans(call, True, True).values():
-            c = plan.constexprs
-            if c["ONE_PASS"]:
-                lane_span = c["CHUNK"] * c["GROUP"]
-                shapes.add((c["LANES"] * lane_span // call.group_size, call.group_size // lane_span))
+        shapes = {one_pass_step(plan, call) for plan in all_plans(call, True, True).values()
+                  if plan.constexprs["ONE_PASS"]}
         assert (2, 2) in shapes, (experts, groups, kept, topk, shapes)

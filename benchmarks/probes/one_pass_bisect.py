@@ -28,7 +28,7 @@ import torch
 
 from moe_routing.call import check_call
 from moe_routing.kernels import launch
-from moe_routing.kernels.launch import all_plans, bitonic_plan, one_pass_ok, two_passes
+from moe_routing.kernels.launch import all_plans, bitonic_plan, one_pass_ok, one_pass_step, two_passes
 
 # (experts, groups, kept, topk, lanes): lists of 8 / 16 / 32 keys, 1 / 2 / 4 groups per step, runs of 1
 GRID = [
@@ -41,9 +41,7 @@ GRID = [
 def tile_class(call, plan) -> tuple:
     """(list length, lanes, run length, groups per step, lanes per group, word loads) of a one-pass plan."""
     c = plan.constexprs
-    lane_span = c["CHUNK"] * c["GROUP"]
-    return (c["CHUNK"], c["LANES"], c["GROUP"], c["LANES"] * lane_span // call.group_size,
-            call.group_size // lane_span, c["WORDS"])
+    return (c["CHUNK"], c["LANES"], c["GROUP"], *one_pass_step(plan, call), c["WORDS"])
 
 
 def rule_cases():

@@ -24,7 +24,7 @@ import triton
 
 from moe_routing.call import check_call
 from moe_routing.kernels import launch
-from moe_routing.kernels.launch import all_plans
+from moe_routing.kernels.launch import all_plans, one_pass_step
 from moe_routing.measure.verify import verify
 
 EXPERTS = (32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 1024)
@@ -45,7 +45,7 @@ def tile_class(call, plan, biased: bool) -> tuple:
     if plan.name == "bitonic":
         span = c["LANES"] * c["CHUNK"] * c["GROUP"]
         steps = triton.cdiv(call.experts, span)
-        per_step = span // call.group_size if c["ONE_PASS"] else 0
+        per_step = one_pass_step(plan, call)[0] if c["ONE_PASS"] else 0
         return ("bitonic", rest, plan.num_warps, steps if c["ONE_PASS"] else min(steps, 2), call.experts % span != 0,
                 per_step, call.experts > 512, biased, grouped, call.experts % c["GROUP"] != 0)
     return ("rounds", rest, plan.num_warps, grouped, biased)

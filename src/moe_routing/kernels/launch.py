@@ -121,6 +121,14 @@ def one_pass_ok(call: RoutingCall, lanes: int, group: int) -> bool:
             and size & (size - 1) == 0 and size % lane_span == 0 and span % size == 0 and call.experts % span == 0)
 
 
+def one_pass_step(plan: Plan, call: RoutingCall) -> tuple[int, int]:
+    """(groups per step, lanes per group) of a one-pass plan's tile: what decided whether v6-v9's one-pass
+    group scores were right on the GPU (NOTES.md v10; tests and probes classify tiles by it)."""
+    c = plan.constexprs
+    lane_span = c["CHUNK"] * c["GROUP"]
+    return c["LANES"] * lane_span // call.group_size, call.group_size // lane_span
+
+
 def words_ok(call: RoutingCall, lanes: int, group: int) -> bool:
     """Whether a tile's steps can be read as 64-bit words (given 16-bit, aligned logits: ``wide_loads_ok``):
     runs of 4 and no partial step."""
