@@ -128,9 +128,9 @@ def ab_arms(call, baseline):
 
 def tile_arm(call, spec: str):
     """``--tile``'s plan for this call, or None where it does not apply: SPEC is words such as
-    "L2 R16 W1 G4 words" (lanes, rows, warps, run length, P groups per load (default: a whole row); flags:
-    words, prefetch, onepass)."""
-    numbers = {"L": 1, "R": 1, "W": 1, "G": 1, "P": triton.next_power_of_2(call.num_groups)}  # P: a whole row
+    "L2 R16 W1 G4 words" (lanes, rows, warps, run length, P groups per load (default: a whole row), M registers
+    per thread at most (ptxas's maxnreg; default its own choice); flags: words, prefetch, onepass)."""
+    numbers = {"L": 1, "R": 1, "W": 1, "G": 1, "P": triton.next_power_of_2(call.num_groups), "M": 0}
     flags = set()
     for word in spec.split():
         if word[0] in numbers and word[1:].isdigit():
@@ -143,8 +143,9 @@ def tile_arm(call, spec: str):
     if (("onepass" in flags and not one_pass_ok(call, lanes, group)) or (call.grouped and call.group_size % group)
             or ("words" in flags and not (words_ok(call, lanes, group) and (not call.grouped or "onepass" in flags)))):
         return None
-    return bitonic_plan(call, lanes, numbers["R"], numbers["W"], group, numbers["P"], "prefetch" in flags,
+    plan = bitonic_plan(call, lanes, numbers["R"], numbers["W"], group, numbers["P"], "prefetch" in flags,
                         "words" in flags, "onepass" in flags)
+    return plan._replace(maxnreg=numbers["M"] or None)
 
 
 def decode_tiles(call):
@@ -183,6 +184,9 @@ def main():
                     "grouped (8 groups, 4 kept): one pass against two")
     ap.add_argument("--no-bias", action="store_true",
                     help="with --ab: sigmoid without bias (beyond 512 experts ranked by the logits since v9)")
+    ap.add_argument("--huge", action="store_true",
+                    help="with --ab: token counts 16384-49152 (the HUGE class below its 65536 target shapes) for 64 to "
+                    "512 experts and grouped 256 / 8 / 4 of 8; arms: the rule and the --tile tiles only")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
     ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
     ap.add_argument("--experts", type=int, nargs="*", help="only shapes with these expert counts")
@@ -217,8 +221,11 @@ def main():
         shapes += [Shape(512, 20, t, 8, 4) for t in (2048, 8192, 65536)]  # grouped: one pass or two (v10)
     if args.ab and args.no_bias:
         shapes = [Shape(e, k, t, bias=False) for e, k in ((256, 8), (128, 1), (1024, 8)) for t in (1, 128, 8192, 65536)]
-    if args.ab and args.grouped:  # the grouped target shapes only, largest first
-        shapes = sorted((shape for shape in shapes if shape.groups > 1), key=lambda shape: -shape.tokens)
+    if args.ab and args.huge:
+        shapes = [Shape(e, k, t) for t in (16384, 32768, 49152) for e, k in ((256, 8), (384, 8), (512, 8), (128, 8), (64, 6))]
+        shapes += [Shape(256, 8, t, 8, 4) for t in (16384, 32768, 49152)]
+    if args.ab and args.grouped:  # the grouped target shapes only and the HUGE class's lower counts, largest first
+        shapes = [Shape(256, 8, t, 8, 4) for t in (65536, 32768, 16384, 8192, 2048, 128, 1)]
     if args.tokens:
         shapes = [shape for shape in shapes if shape.tokens in args.tokens]
     if args.experts:
@@ -232,10 +239,14 @@ def main():
                           True, shape.scale, None)
         if baseline is not None:
             arms = [(name, plan, inputs.bias) for name, plan in ab_arms(call, baseline)]
+            if args.huge:
+                arms = arms[:1]
             for spec in args.tile:
                 plan = tile_arm(call, spec)
                 if plan is None:
                     print(f"{shape.label} T={shape.tokens}: tile {spec!r} does not apply (not timed)", flush=True)
+                elif plan == arms[0][1]:
+                    print(f"{shape.label} T={shape.tokens}: tile {spec!r} is the rule's (timed once)", flush=True)
                 else:
                     arms.append((f"tile {spec}", plan, inputs.bias))
         else:

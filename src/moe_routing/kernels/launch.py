@@ -50,6 +50,7 @@ class Plan(NamedTuple):
     constexprs: dict  # in the kernel's parameter order
     rows: int  # tokens per program
     num_warps: int
+    maxnreg: int | None = None  # registers per thread ptxas may use (NVIDIA only; None: its own choice)
 
 
 def rounds_plan(call: RoutingCall, tclass: int, rows: int | None = None, num_warps: int | None = None) -> Plan:
@@ -341,11 +342,12 @@ def launch(
                 return launch(call, logits, bias, weights, ids)
 
     plan = plan or choose_plan(call, wide_loads=wide_loads_ok(logits, stride), biased=bias is not None)
+    options = {} if plan.maxnreg is None else {"maxnreg": plan.maxnreg}  # ROCm's Triton refuses the option
     compiled = plan.kernel[(triton.cdiv(call.tokens, plan.rows),)](
         logits, bias, stride,
         weights, ids, weights.stride(0), weights.stride(1), ids.stride(0), ids.stride(1),
         call.tokens, call.scale,
-        num_warps=plan.num_warps, **plan.constexprs,
+        num_warps=plan.num_warps, **options, **plan.constexprs,
     )
     if key is not None and key not in _launchers:
         direct = _DirectLaunch(compiled, plan) if _direct_launch_supported(compiled) else None
