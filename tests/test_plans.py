@@ -10,6 +10,7 @@ import torch
 from conftest import ON_GPU, assert_plans_agree, random_bias, random_logits, route_every_plan
 from moe_routing.call import check_call
 from moe_routing.kernels import all_plans, token_class
+from moe_routing.kernels.launch import TOKEN_CLASS_STARTS
 
 SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     (256, 8, 1, 1, "sigmoid", True), (384, 8, 1, 1, "sigmoid", True), (64, 6, 1, 1, "sigmoid", True),
@@ -81,17 +82,19 @@ def test_rules_use_the_bitonic_kernel_where_it_applies():
 
 
 def test_token_classes_are_monotone():
-    classes = [token_class(t) for t in (1, 256, 257, 2047, 2048, 4095, 4096, 16383, 16384, 262144)]
-    assert classes == sorted(classes) and classes[0] == 0 and classes[-1] == 4 and len(set(classes)) == 5
+    counts = (1, 256, 257, 2047, 2048, 4095, 4096, 16383, 16384, 32767, 32768, 65535, 65536, 262144)
+    classes = [token_class(t) for t in counts]
+    assert classes == sorted(classes) and classes[0] == 0 and classes[-1] == 6 and len(set(classes)) == 7
+    assert [token_class(t - 1) + 1 for t in TOKEN_CLASS_STARTS] == [token_class(t) for t in TOKEN_CLASS_STARTS]
 
 
 @pytest.mark.parametrize("experts", [256, 384])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_word_loads_only_where_rows_are_aligned(dtype, experts):
-    """The word tiles (a lane per row at 256 experts, two lanes per row at 384) read 16-bit logits as
-    64-bit words only from 16-byte aligned rows; the same call on unaligned views of the same values takes
+    """The word tiles (from 65536 tokens: a lane per row at 256 experts, two lanes per row at 384) read
+    16-bit logits as 64-bit words only from 16-byte aligned rows; the same call on unaligned views of the same values takes
     the plain loads (at 384 experts another tile) and gives the same bits."""
-    from moe_routing.kernels.launch import HUGE, choose_plan, wide_loads_ok
+    from moe_routing.kernels.launch import HUGE_64K, choose_plan, wide_loads_ok
 
     tokens = 67 if ON_GPU else 5
     logits = random_logits(tokens, experts, dtype, seed=11)
@@ -104,17 +107,41 @@ def test_word_loads_only_where_rows_are_aligned(dtype, experts):
     flat = torch.empty(tokens * experts + 1, dtype=dtype, device=logits.device)
     flat[1:] = logits.reshape(-1)
     shifted = flat[1:].view(tokens, experts)  # base 2 bytes past an aligned address
-    assert wide_loads_ok(logits, logits.stride(0)) and choose_plan(call, HUGE, True).constexprs["WORDS"]
+    assert wide_loads_ok(logits, logits.stride(0)) and choose_plan(call, HUGE_64K, True).constexprs["WORDS"]
     for view in (padded[:, :experts], shifted, logits.float()):
         assert not wide_loads_ok(view, view.stride(0))
-    assert not choose_plan(call, HUGE, False).constexprs["WORDS"]
+    assert not choose_plan(call, HUGE_64K, False).constexprs["WORDS"]
 
     kwargs = dict(correction_bias=bias, routed_scaling_factor=2.5)
     aligned = route_every_plan(logits, 8, **kwargs)
     assert any(plan.constexprs.get("WORDS") for plan, _, _ in aligned.values())
     assert_plans_agree(aligned)
-    _, weights, ids = aligned["huge"]
+    _, weights, ids = aligned["huge 64k"]
     for view in (padded[:, :experts], shifted):
         results = route_every_plan(view, 8, **kwargs)
         assert not any(plan.constexprs.get("WORDS") for plan, _, _ in results.values())
         assert all(torch.equal(i, ids) and torch.equal(w, weights) for _, w, i in results.values())
+
+
+def test_register_cap_only_on_the_measured_tile(monkeypatch):
+    """ptxas's register cap (``Plan.maxnreg``) goes only to the grouped one-pass tile of a lane per row with
+    lists of 8 from 65536 tokens (where it was measured faster, NOTES.md v11), and never on ROCm, whose
+    Triton refuses the option."""
+    from moe_routing.kernels.launch import ONE_WAVE_REGISTERS
+
+    def capped_plans():
+        capped = []
+        for experts, topk, groups, kept, scoring, biased in SHAPES:
+            call = check_call(torch.zeros(1, experts), topk, scoring, torch.zeros(experts) if biased else None, groups,
+                              kept, True, 1.0, None)
+            for name, plan in all_plans(call, True, biased).items():
+                if plan.maxnreg is not None:
+                    c = plan.constexprs
+                    assert plan.maxnreg == ONE_WAVE_REGISTERS and c["ONE_PASS"] and c["LANES"] == 1 and c["CHUNK"] == 8
+                    capped.append((experts, topk, groups, kept, name))
+        return capped
+
+    capped = capped_plans()
+    assert (256, 8, 8, 4, "huge 64k") in capped and all(name.startswith("huge 64k") for *_, name in capped)
+    monkeypatch.setattr(torch.version, "hip", "6.2.0")
+    assert capped_plans() == []

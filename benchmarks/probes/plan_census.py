@@ -36,7 +36,7 @@ SIZES = ("TOPK", "NUM_EXPERTS", "TOPK_GROUP", "NUM_GROUPS", "GROUP_SIZE", "BLOCK
 
 def tile_class(call, plan, biased: bool) -> tuple:
     """What shapes a plan's tensors: its constexprs without the problem's sizes, plus the steps of a row,
-    whether the last step is padded, the key family and whether groups can be eliminated."""
+    whether the last step is padded, the key family, whether groups can be eliminated and the register cap."""
     c = plan.constexprs
     grouped = call.topk_group < call.num_groups
     ignored = SIZES + (("LOG2_CHUNK", "RENORMALIZE") if grouped else ("LOG2_CHUNK", "RENORMALIZE", "BLOCK_GROUPS",
@@ -47,7 +47,7 @@ def tile_class(call, plan, biased: bool) -> tuple:
         steps = triton.cdiv(call.experts, span)
         per_step = one_pass_step(plan, call)[0] if c["ONE_PASS"] else 0
         return ("bitonic", rest, plan.num_warps, steps if c["ONE_PASS"] else min(steps, 2), call.experts % span != 0,
-                per_step, call.experts > 512, biased, grouped, call.experts % c["GROUP"] != 0)
+                per_step, call.experts > 512, biased, grouped, call.experts % c["GROUP"] != 0, plan.maxnreg)
     return ("rounds", rest, plan.num_warps, grouped, biased)
 
 
@@ -132,10 +132,13 @@ def main():
     ap.add_argument("--stride", type=int, default=1, help="every N-th class only (a sample)")
     ap.add_argument("--offset", type=int, default=0, help="with --stride: start at this class (--offset 1 "
                     "--stride 4 takes a quarter that --stride 4 alone leaves out)")
+    ap.add_argument("--plans", metavar="PREFIX", help="only classes first met as a plan whose all_plans name starts "
+                    "with PREFIX (e.g. \"huge\": the token classes from 16384 up)")
     ap.add_argument("--verbose", action="store_true", help="a line for every class, passed ones too")
     ap.add_argument("--count", action="store_true", help="only count the classes")
     args = ap.parse_args()
-    classes = [c for c in census() if not args.only or family(c[0]) in args.only][args.offset::args.stride]
+    classes = [c for c in census() if (not args.only or family(c[0]) in args.only)
+               and (not args.plans or c[2].startswith(args.plans))][args.offset::args.stride]
     classes = classes[:args.limit]
     if args.count:
         kinds = {}

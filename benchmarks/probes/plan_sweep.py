@@ -185,8 +185,8 @@ def main():
     ap.add_argument("--no-bias", action="store_true",
                     help="with --ab: sigmoid without bias (beyond 512 experts ranked by the logits since v9)")
     ap.add_argument("--huge", action="store_true",
-                    help="with --ab: token counts 16384-49152 (the HUGE class below its 65536 target shapes) for 64 to "
-                    "512 experts and grouped 256 / 8 / 4 of 8; arms: the rule and the --tile tiles only")
+                    help="with --ab: token counts 16384-65536 (the HUGE classes) for 64 to 512 experts and grouped "
+                    "256 / 8 / 4 of 8; arms: the rule and the --tile tiles only")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
     ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
     ap.add_argument("--experts", type=int, nargs="*", help="only shapes with these expert counts")
@@ -222,8 +222,9 @@ def main():
     if args.ab and args.no_bias:
         shapes = [Shape(e, k, t, bias=False) for e, k in ((256, 8), (128, 1), (1024, 8)) for t in (1, 128, 8192, 65536)]
     if args.ab and args.huge:
-        shapes = [Shape(e, k, t) for t in (16384, 32768, 49152) for e, k in ((256, 8), (384, 8), (512, 8), (128, 8), (64, 6))]
-        shapes += [Shape(256, 8, t, 8, 4) for t in (16384, 32768, 49152)]
+        counts = (16384, 32768, 49152, 65536)
+        shapes = [Shape(e, k, t) for t in counts for e, k in ((256, 8), (384, 8), (512, 8), (128, 8), (192, 8), (64, 6))]
+        shapes += [Shape(256, 8, t, 8, 4) for t in counts]
     if args.ab and args.grouped:  # the grouped target shapes only and the HUGE class's lower counts, largest first
         shapes = [Shape(256, 8, t, 8, 4) for t in (65536, 32768, 16384, 8192, 2048, 128, 1)]
     if args.tokens:

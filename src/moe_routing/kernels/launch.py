@@ -31,14 +31,20 @@ from ._bitonic import bitonic_kernel
 from ._common import log2
 from ._rounds import rounds_kernel
 
-LATENCY, SMALL, MEDIUM, LARGE, HUGE = range(5)  # token classes
-TOKEN_CLASS_STARTS = (257, 2048, 4096, 16384)  # the first token count of SMALL, MEDIUM, LARGE and HUGE
+LATENCY, SMALL, MEDIUM, LARGE, HUGE, HUGE_32K, HUGE_64K = range(7)  # token classes
+# the first token count of each class after LATENCY; HUGE_32K and HUGE_64K (session 13) split the prefill sizes
+# where a tile's programs stop fitting one wave of the GPU (benchmarks/NOTES.md v11)
+TOKEN_CLASS_STARTS = (257, 2048, 4096, 16384, 32768, 65536)
+# registers per thread of the grouped one-pass lane-per-row tile from 65536 tokens (NVIDIA): 148 left 12 of its
+# one-warp programs per SM, 128 lets 16 in, one wave of 2048 (v11: 29.5 against 31.9 us; slower below 50688
+# tokens, where 148 fit one wave)
+ONE_WAVE_REGISTERS = 128
 MAX_BITONIC_TOPK = 32  # lists of up to 32 keys per lane (kernel v9; 16 before)
 
 
 def token_class(tokens: int) -> int:
-    """Token counts that every rule treats alike: <= 256, < 2048, < 4096, < 16384, more (the C++ host
-    path counts the same ``TOKEN_CLASS_STARTS``)."""
+    """Token counts that every rule treats alike: <= 256, < 2048, < 4096, < 16384, < 32768, < 65536, more
+    (the C++ host path counts the same ``TOKEN_CLASS_STARTS``)."""
     return bisect.bisect_right(TOKEN_CLASS_STARTS, tokens)
 
 
@@ -153,7 +159,7 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
         tclass = token_class(call.tokens)
     if bitonic_supported(call, biased):  # every token class, so that a row's result never depends on T
         return _bitonic_rule(call, tclass, wide_loads)
-    if call.grouped and tclass == HUGE:
+    if call.grouped and tclass >= HUGE:
         return rounds_plan(call, tclass, 8, 8)
     return rounds_plan(call, tclass)
 
@@ -162,17 +168,20 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> P
     """The bitonic kernel's tile, and one read of the row for grouped routing wherever the tile allows it
     (``one_pass_ok``, kernel v6), word loads where aligned (v5-v7); benchmarks/NOTES.md."""
     plan = _bitonic_tile(call, tclass)
-    if (tclass == HUGE and not call.grouped and 256 < call.experts <= 512 and wide_loads
+    if (tclass >= HUGE_32K and not call.grouped and 256 < call.experts <= 512 and wide_loads
             and words_ok(call, 2, plan.constexprs["GROUP"])):
-        # long flat rows, aligned 16-bit logits: two lanes per row (word loads below), merged in one
-        # halving (v7: 384 experts at T = 65536 30.1 us against 33.6 on the four-lane tile)
+        # long flat rows, aligned 16-bit logits, from 32768 tokens: two lanes per row (word loads below),
+        # merged in one halving (v7: 384 experts at T = 65536 30.1 us against 33.6 on the four-lane tile;
+        # below 32768 tokens the four-lane tile is faster, v11)
         plan = bitonic_plan(call, 2, 16, 1, plan.constexprs["GROUP"])
     c = dict(plan.constexprs)
     if tclass >= MEDIUM and call.grouped and one_pass_ok(call, c["LANES"], c["GROUP"]):
         # one pass where measured faster: from the MEDIUM class up (two passes at decode sizes), and
-        # with step-ahead loads on the four-lane tiles (NOTES.md v6)
+        # with step-ahead loads on the four-lane tiles (NOTES.md v6; the two-lane tile without, v11)
         c["ONE_PASS"] = True
-        c["PREFETCH"] = c["PREFETCH"] or c["LANES"] > 1
+        c["PREFETCH"] = c["PREFETCH"] or c["LANES"] > 2
+        if tclass == HUGE_64K and c["LANES"] == 1 and c["CHUNK"] == 8 and torch.version.hip is None:
+            plan = plan._replace(maxnreg=ONE_WAVE_REGISTERS)
     if (c["LANES"] <= 2 and wide_loads and words_ok(call, c["LANES"], c["GROUP"])
             and (not call.grouped or c["ONE_PASS"])):
         # 16-bit logits as 64-bit words where aligned, on the tiles of one or two lanes per row, without
@@ -208,14 +217,26 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
             return bitonic_plan(call, min(16, chunks), 1, 1, 1, whole_row, prefetch)
         return bitonic_plan(call, min(8, chunks), 2, 1, 1, whole_row, prefetch)
     if not long_rows:  # short rows: no run filter
-        if tclass == HUGE:
+        if tclass >= HUGE:
             return bitonic_plan(call, 1, 128, 4, 1, 1, prefetch)
         return bitonic_plan(call, min(4, chunks), 8, 1, 1, whole_row, prefetch)
     # long rows: runs of 4 experts filtered by their best key; several rows per warp
     if tclass == MEDIUM:
         return bitonic_plan(call, 4, 4, 1, run, whole_row, prefetch)
-    if tclass == HUGE and call.experts <= 256:  # a lane per row, 32 rows on one warp, a group per load
+    if tclass >= HUGE and call.experts <= 256:
+        # two lanes per row, 16 rows a warp, where twice the lane-per-row tile's programs still fit the GPU
+        # and the lists are long enough to pay for the lanes' merge (v11, T = 16384: 256 / 8 9.80 us against
+        # 12.68, 128 / 8 7.01 against 8.87, grouped 256 / 8 in one pass 10.48 against 13.97; 256 / 8 also at
+        # 32768 and 49152: 13.67 and 17.98 against 15.87 and 19.27; at 32768 128 / 8 is equal and grouped
+        # slower; equal at 65536), on rows that two lanes read as 64-bit words (as the lane-per-row tile
+        # does); else a lane per row, 32 rows on one warp, a group per load
+        two_lanes = (tclass == HUGE or (tclass == HUGE_32K and call.experts > 128 and not call.grouped))
+        if two_lanes and words_ok(call, 2, run) and (not call.grouped or one_pass_ok(call, 2, run)):
+            return bitonic_plan(call, 2, 16, 1, run, 1)
         return bitonic_plan(call, 1, 32, 1, run, 1, prefetch)
+    # the four-lane tile; for flat rows of 257-512 experts below 32768 tokens with step-ahead loads (v11:
+    # 384 / 8 11.20 us against 12.57 on two lanes a row at T = 16384, 512 / 8 13.14 against 15.04)
+    prefetch = prefetch or (tclass == HUGE and not call.grouped and call.experts <= 512)
     return bitonic_plan(call, 4, 8, 1, run, whole_row, prefetch)
 
 
@@ -223,9 +244,9 @@ def all_plans(call: RoutingCall, wide_loads: bool = False, biased: bool = False)
     """Every plan the rule can choose for this call's shape, by token class (for tests); with
     ``wide_loads`` (aligned 16-bit logits) also the plans it chooses for unaligned ones; ``biased``: the
     call has a correction bias."""
-    names = ("latency", "small", "medium", "large", "huge")
+    names = ("latency", "small", "medium", "large", "huge", "huge 32k", "huge 64k")
     plans = {}
-    for tclass, name in zip((LATENCY, SMALL, MEDIUM, LARGE, HUGE), names):
+    for tclass, name in zip((LATENCY, SMALL, MEDIUM, LARGE, HUGE, HUGE_32K, HUGE_64K), names):
         plans[name] = choose_plan(call, tclass, wide_loads, biased)
         unaligned = choose_plan(call, tclass, biased=biased) if wide_loads else plans[name]
         if unaligned != plans[name]:
@@ -237,8 +258,8 @@ def all_plans(call: RoutingCall, wide_loads: bool = False, biased: bool = False)
 
 def two_passes(plan: Plan) -> Plan:
     """A one-pass grouped plan's tile in two passes (group stage, then the masked stream; no word loads,
-    which that stream cannot take)."""
-    return plan._replace(constexprs={**plan.constexprs, "ONE_PASS": False, "WORDS": False})
+    which that stream cannot take; no register cap, which was measured for one pass)."""
+    return plan._replace(constexprs={**plan.constexprs, "ONE_PASS": False, "WORDS": False}, maxnreg=None)
 
 
 class _DirectLaunch:
