@@ -1,7 +1,8 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
 Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --wide-topk |
-     --ab FILE [--no-bias]] [--tokens T ...] [--experts E ...] [--tile SPEC ...] [--jobs N | --warm I/N]
+     --ab FILE [--no-bias | --grouped | --huge]] [--tokens T ...] [--experts E ...] [--tile SPEC ...]
+     [--jobs N | --warm I/N]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
 ``--ab FILE`` compares kernel versions instead of tiles, at the issue's target shapes: the rule's plan
@@ -15,7 +16,9 @@ and so forces the exact 64-bit keys (kernel v2's selection) on the rule's plan: 
 by side in one run. Grouped shapes also time kernel v1 ("rounds") with its old rule.
 
 With ``--ab``, decode shapes (T <= 256) also time one-warp tiles that hold a whole list per thread
-(``decode_tiles``), and ``--tile`` adds any tile of the tree's kernel (``tile_arm``). ``--warm I/N`` only
+(``decode_tiles``), and ``--tile`` adds any tile of the tree's kernel (``tile_arm``; one equal to the rule's
+is timed once). ``--huge`` (kernel v11) times the rule against the ``--tile`` tiles only, at 16384-65536
+tokens. ``--warm I/N`` only
 compiles every N-th arm into Triton's cache; ``--jobs N`` runs N such processes first (session 9's
 scripts ran them from the shell), which turns minutes of one-by-one compiling on the GPU machine
 into one.

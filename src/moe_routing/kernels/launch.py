@@ -153,7 +153,7 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
     ``wide_loads``: the logits may be read as 64-bit words (``wide_loads_ok``); ``biased``: the call has
     a correction bias (softmax with a bias takes the rounds kernel).
 
-    Tiles from benchmarks/NOTES.md (v3 to v7: plan sweeps and A/B runs of sessions 5 to 9 on the H200).
+    Tiles from benchmarks/NOTES.md (v3 to v11: plan sweeps and A/B runs of sessions 5 to 13 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
