@@ -30,11 +30,11 @@ PRESETS = {
     "targets": [Shape(e, k, t, g, kg) for (e, k, g, kg, t) in TARGETS_US],
     "smoke": [Shape(256, 8, t, 8, 4) for t in (1, 128)] + [Shape(256, 8, t) for t in (1, 4096)],
     "wide": [Shape(e, k, t) for e, k in ((64, 6), (128, 8), (160, 8), (256, 8), (384, 8), (512, 8))
-             for t in (1, 128, 1024, 8192, 65536)]
+             for t in (1, 128, 1024, 8192, 16384, 32768, 65536)]
     + [Shape(128, 8, t, scoring="softmax", bias=False) for t in (1, 128, 8192, 65536)]
     + [Shape(256, 8, t, dtype=torch.float32) for t in (1, 128, 8192, 65536)]
     + [Shape(1024, 32, t) for t in (1, 128, 8192)]
-    + [Shape(256, 8, t, 8, 4) for t in (1, 128, 1024, 8192, 65536)],
+    + [Shape(256, 8, t, 8, 4) for t in (1, 128, 1024, 8192, 16384, 32768, 65536)],
 }
 
 HOST_ARMS = {"moe_routing.route(out=)", "moe_routing.route", "moe_routing.route(out=) via Python", "torch.max(dim=-1)",
