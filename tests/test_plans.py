@@ -92,8 +92,8 @@ def test_token_classes_are_monotone():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_word_loads_only_where_rows_are_aligned(dtype, experts):
     """The word tiles (from 65536 tokens: a lane per row at 256 experts, two lanes per row at 384) read
-    16-bit logits as 64-bit words only from 16-byte aligned rows; the same call on unaligned views of the same values takes
-    the plain loads (at 384 experts another tile) and gives the same bits."""
+    16-bit logits as 64-bit words only from 16-byte aligned rows; the same call on unaligned views of the
+    same values takes the plain loads (at 384 experts another tile) and gives the same bits."""
     from moe_routing.kernels.launch import HUGE_64K, choose_plan, wide_loads_ok
 
     tokens = 67 if ON_GPU else 5

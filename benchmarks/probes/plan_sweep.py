@@ -226,7 +226,8 @@ def main():
         shapes = [Shape(e, k, t, bias=False) for e, k in ((256, 8), (128, 1), (1024, 8)) for t in (1, 128, 8192, 65536)]
     if args.ab and args.huge:
         counts = (16384, 32768, 49152, 65536)
-        shapes = [Shape(e, k, t) for t in counts for e, k in ((256, 8), (384, 8), (512, 8), (128, 8), (192, 8), (64, 6))]
+        rows = ((256, 8), (384, 8), (512, 8), (128, 8), (192, 8), (64, 6))
+        shapes = [Shape(e, k, t) for t in counts for e, k in rows]
         shapes += [Shape(256, 8, t, 8, 4) for t in counts]
     if args.ab and args.grouped:  # the grouped target shapes only and the HUGE class's lower counts, largest first
         shapes = [Shape(256, 8, t, 8, 4) for t in (65536, 32768, 16384, 8192, 2048, 128, 1)]
