@@ -5,7 +5,7 @@
 # registers, 111 spilled words at 64). Every arm first checked bit for bit against the rule.
 set -o pipefail
 source benchmarks/gpu/setup.sh
-# --ab needs a kernel file: the tree's own (v11 changed no kernel code; its "baseline" arm is a same-kernel control)
+# --ab needs a kernel file: the tree's own (v11 changed no kernel code; where timed, its "baseline" arm is a same-kernel control)
 cp src/moe_routing/kernels/_bitonic.py /tmp/bitonic_v10.py
 date +%T
 timeout 480 python3 benchmarks/probes/plan_sweep.py --ab /tmp/bitonic_v10.py --grouped --tokens 65536 32768 16384 \

@@ -4,7 +4,7 @@
 # rule); the bench harness's table for the RESULTS.md section; the plan tests on the H200.
 set -o pipefail
 source benchmarks/gpu/setup.sh
-# --ab needs a kernel file: the tree's own (v11 changed no kernel code; its "baseline" arm is a same-kernel control)
+# --ab needs a kernel file: the tree's own (v11 changed no kernel code; where timed, its "baseline" arm is a same-kernel control)
 cp src/moe_routing/kernels/_bitonic.py /tmp/bitonic_v10.py
 date +%T
 timeout 240 python3 benchmarks/probes/plan_sweep.py --ab /tmp/bitonic_v10.py --huge --experts 256 384 512 128 192 \
