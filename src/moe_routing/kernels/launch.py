@@ -32,6 +32,7 @@ from ._common import log2
 from ._rounds import rounds_kernel
 
 LATENCY, SMALL, MEDIUM, LARGE, HUGE, HUGE_32K, HUGE_64K = range(7)  # token classes
+CLASS_NAMES = ("latency", "small", "medium", "large", "huge", "huge 32k", "huge 64k")  # all_plans' keys, by class
 # the first token count of each class after LATENCY; HUGE_32K and HUGE_64K (session 13) split the prefill sizes
 # where a tile's programs stop fitting one wave of the GPU (benchmarks/NOTES.md v11)
 TOKEN_CLASS_STARTS = (257, 2048, 4096, 16384, 32768, 65536)
@@ -244,9 +245,8 @@ def all_plans(call: RoutingCall, wide_loads: bool = False, biased: bool = False)
     """Every plan the rule can choose for this call's shape, by token class (for tests); with
     ``wide_loads`` (aligned 16-bit logits) also the plans it chooses for unaligned ones; ``biased``: the
     call has a correction bias."""
-    names = ("latency", "small", "medium", "large", "huge", "huge 32k", "huge 64k")
     plans = {}
-    for tclass, name in zip((LATENCY, SMALL, MEDIUM, LARGE, HUGE, HUGE_32K, HUGE_64K), names):
+    for tclass, name in enumerate(CLASS_NAMES):
         plans[name] = choose_plan(call, tclass, wide_loads, biased)
         unaligned = choose_plan(call, tclass, biased=biased) if wide_loads else plans[name]
         if unaligned != plans[name]:
