@@ -132,8 +132,7 @@ def ab_arms(call, baseline):
 def tile_arm(call, spec: str):
     """``--tile``'s plan for this call, or None where it does not apply: SPEC is words such as
     "L2 R16 W1 G4 words" (lanes, rows, warps, run length, P groups per load (default: a whole row), M registers
-    per thread at most (ptxas's maxnreg; default its own choice); flags: words, prefetch, onepass, warm1 / warm2 /
-    warm3 (the rows asked of the L2 first, kernel v12's WARM_L2))."""
+    per thread at most (ptxas's maxnreg; default its own choice); flags: words, prefetch, onepass)."""
     numbers = {"L": 1, "R": 1, "W": 1, "G": 1, "P": triton.next_power_of_2(call.num_groups), "M": 0}
     flags = set()
     for word in spec.split():
@@ -141,15 +140,14 @@ def tile_arm(call, spec: str):
             numbers[word[0]] = int(word[1:])
         else:
             flags.add(word)
-    unknown = flags - {"words", "prefetch", "onepass", "warm1", "warm2", "warm3"}
+    unknown = flags - {"words", "prefetch", "onepass"}
     assert not unknown, f"--tile: unknown words {unknown}"
     lanes, group = numbers["L"], numbers["G"]
     if (("onepass" in flags and not one_pass_ok(call, lanes, group)) or (call.grouped and call.group_size % group)
             or ("words" in flags and not (words_ok(call, lanes, group) and (not call.grouped or "onepass" in flags)))):
         return None
     plan = bitonic_plan(call, lanes, numbers["R"], numbers["W"], group, numbers["P"], "prefetch" in flags,
-                        "words" in flags, "onepass" in flags,
-                        max([int(f[4:]) for f in flags if f.startswith("warm")], default=0))
+                        "words" in flags, "onepass" in flags)
     return plan._replace(maxnreg=numbers["M"] or None)
 
 
@@ -192,9 +190,6 @@ def main():
     ap.add_argument("--huge", action="store_true",
                     help="with --ab: token counts 16384-65536 (the HUGE classes) for 64 to 512 experts and grouped "
                     "256 / 8 / 4 of 8; arms: the rule and the --tile tiles only")
-    ap.add_argument("--warm-l2", type=int, nargs="*", default=[], metavar="N",
-                    help="with --ab: also time the rule's tile with WARM_L2 = N (kernel v12; 1: a bulk L2 prefetch per "
-                    "row, 2: one per 128-byte line, 3: one per program where its rows are contiguous)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
     ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
     ap.add_argument("--experts", type=int, nargs="*", help="only shapes with these expert counts")
@@ -230,7 +225,7 @@ def main():
     if args.ab and args.no_bias:
         shapes = [Shape(e, k, t, bias=False) for e, k in ((256, 8), (128, 1), (1024, 8)) for t in (1, 128, 8192, 65536)]
     if args.ab and args.huge:
-        counts = tuple(args.tokens or (16384, 32768, 49152, 65536))
+        counts = (16384, 32768, 49152, 65536)
         rows = ((256, 8), (384, 8), (512, 8), (128, 8), (192, 8), (64, 6))
         shapes = [Shape(e, k, t) for t in counts for e, k in rows]
         shapes += [Shape(256, 8, t, 8, 4) for t in counts]
@@ -251,11 +246,6 @@ def main():
             arms = [(name, plan, inputs.bias) for name, plan in ab_arms(call, baseline)]
             if args.huge:
                 arms = arms[:1]
-            for level in args.warm_l2:
-                rule = arms[0][1]
-                if rule.name == "bitonic" and rule.constexprs.get("WARM_L2", 0) != level:
-                    arms.append((f"rule's tile, warm_l2={level}",
-                                 rule._replace(constexprs={**rule.constexprs, "WARM_L2": level}), inputs.bias))
             for spec in args.tile:
                 plan = tile_arm(call, spec)
                 if plan is None:

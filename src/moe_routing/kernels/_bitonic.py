@@ -121,40 +121,6 @@ def _window_sigmoid(x):
 
 
 @triton.jit
-def _warm_l2(logits_ptr, rows64, num_rows, stride_l_row, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr,
-             ROWS_PER_PROGRAM: tl.constexpr, WARM_L2: tl.constexpr):
-    """Ask the L2 for every row of the program before anything else (NVIDIA; nothing elsewhere): 1, one bulk
-    prefetch of the whole row (``cp.async.bulk.prefetch.L2``, rows 16-byte aligned: ``WORDS``' condition); 2,
-    one ``prefetch.global.L2`` per 128-byte line. The step loads then find their logits in the L2 instead of
-    all programs asking the DRAM for the same step at once and waiting together (NOTES.md v12). A row past the
-    end asks for the last row again."""
-    if PTX_SIGMOID:
-        row_bytes: tl.constexpr = NUM_EXPERTS * logits_ptr.dtype.element_ty.primitive_bitwidth // 8
-        last = tl.minimum(rows64, num_rows - 1)
-        base = logits_ptr + last * stride_l_row
-        if WARM_L2 == 3:  # the program's rows as one block where they are contiguous, else row by row
-            first = tl.min(rows64, axis=0)
-            count = tl.minimum(num_rows - first, ROWS_PER_PROGRAM)
-            whole = stride_l_row == NUM_EXPERTS
-            start = tl.where(whole, first, last)
-            size = tl.where(whole, count * row_bytes, row_bytes).to(tl.int32)
-            tl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1], $2;\n mov.u32 $0, 0;", "=r,l,r",
-                                      [(logits_ptr + start * stride_l_row).to(tl.int64, bitcast=True), size],
-                                      dtype=tl.int32, is_pure=False, pack=1)
-        elif WARM_L2 == 1:
-            tl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1], $2;\n mov.u32 $0, 0;", "=r,l,r",
-                                      [base.to(tl.int64, bitcast=True), tl.full(rows64.shape, row_bytes, tl.int32)],
-                                      dtype=tl.int32, is_pure=False, pack=1)
-        else:
-            LINES: tl.constexpr = (row_bytes + 127) // 128
-            BLOCK_LINES: tl.constexpr = (BLOCK_EXPERTS * logits_ptr.dtype.element_ty.primitive_bitwidth // 8 + 127) // 128
-            line = tl.minimum(tl.arange(0, BLOCK_LINES), LINES - 1) * (1024 // logits_ptr.dtype.element_ty.primitive_bitwidth)
-            tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n mov.u32 $0, 0;", "=r,l",
-                                      [(base[:, None] + line[None, :]).to(tl.int64, bitcast=True)],
-                                      dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def _window_choice(x, bias):
     """c = s + b of float32 logits ``x`` with the window keys' sigmoid (``bias`` None: s)."""
     choice = _window_sigmoid(x)
@@ -708,13 +674,10 @@ def bitonic_kernel(
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
     WORDS: tl.constexpr,  # 16-bit logits read as 64-bit words (rows 16-byte aligned, runs of 4; launch.words_ok)
     ONE_PASS: tl.constexpr,  # grouped, window keys: groups ranked and experts keyed in one read of the row
-    WARM_L2: tl.constexpr = 0,  # the program's rows asked of the L2 first (_warm_l2)
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
     rows64 = rows.to(tl.int64)
-    if WARM_L2:
-        _warm_l2(logits_ptr, rows64, num_rows, stride_l_row, NUM_EXPERTS, BLOCK_EXPERTS, ROWS, WARM_L2)
 
     # grouped: rank the groups first, then select among the kept groups' experts
     kept = None

@@ -91,7 +91,7 @@ def bitonic_supported(call: RoutingCall, biased: bool = False) -> bool:
 
 def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
                  groups_per_load: int = 1, prefetch: bool = False, words: bool = False,
-                 one_pass: bool = False, warm_l2: int = 0) -> Plan:
+                 one_pass: bool = False) -> Plan:
     """A bitonic tile. ``group`` (runs of the filter) must divide the group size; ``groups_per_load`` is
     how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead;
     ``words`` reads 16-bit logits as 64-bit words (``words_ok``; only for 16-byte aligned rows, see
@@ -107,7 +107,7 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
                       ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
                       GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch,
-                      WORDS=words, ONE_PASS=one_pass, WARM_L2=warm_l2)
+                      WORDS=words, ONE_PASS=one_pass)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
