@@ -97,7 +97,7 @@ def test_every_key_encoding_of_the_grouped_path(case):
 def test_one_pass_gives_the_two_pass_bits(experts, groups, kept, topk):
     """Groupings the one-pass path serves (launch.one_pass_ok): every plan, and each one-pass plan's
     two-pass twin (all_plans), against float64 and bit for bit; rows with NaN, -inf, exact ties inside
-    and across groups, tied groups, and invalid experts with the largest bias."""
+    and across groups, tied groups, and invalid experts (-inf and +inf logits) with the largest bias."""
     from moe_routing.call import check_call
     from moe_routing.kernels import all_plans
 
@@ -113,6 +113,7 @@ def test_one_pass_gives_the_two_pass_bits(experts, groups, kept, topk):
     # must not count towards its group's score), in even groups valid and low
     logits[6, 0::size] = -8.0
     logits[6, size::2 * size] = float("-inf")
+    logits[6, size::4 * size] = float("inf")  # +inf is as invalid as -inf (v12's group scores tell by x * 0)
     logits = logits.to(DEVICE)
     bias = random_bias(experts, seed=groups)
     bias[size:2 * size] = bias[:size]

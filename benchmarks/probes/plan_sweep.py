@@ -17,8 +17,8 @@ by side in one run. Grouped shapes also time kernel v1 ("rounds") with its old r
 
 With ``--ab``, decode shapes (T <= 256) also time one-warp tiles that hold a whole list per thread
 (``decode_tiles``), and ``--tile`` adds any tile of the tree's kernel (``tile_arm``; one equal to the rule's
-is timed once). ``--huge`` (kernel v11) times the rule against the ``--tile`` tiles only, at 16384-65536
-tokens. ``--warm I/N`` only
+is timed once). ``--huge`` (kernel v11) times the rule against the baseline kernel on its tile and the
+``--tile`` tiles only, at 16384-65536 tokens (``--tokens``: those instead). ``--warm I/N`` only
 compiles every N-th arm into Triton's cache; ``--jobs N`` runs N such processes first (session 9's
 scripts ran them from the shell), which turns minutes of one-by-one compiling on the GPU machine
 into one.
@@ -189,7 +189,8 @@ def main():
                     help="with --ab: sigmoid without bias (beyond 512 experts ranked by the logits since v9)")
     ap.add_argument("--huge", action="store_true",
                     help="with --ab: token counts 16384-65536 (the HUGE classes) for 64 to 512 experts and grouped "
-                    "256 / 8 / 4 of 8; arms: the rule and the --tile tiles only")
+                    "256 / 8 / 4 of 8 (--tokens: those counts instead); arms: the rule, the baseline kernel on its "
+                    "tile and the --tile tiles only")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
     ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
     ap.add_argument("--experts", type=int, nargs="*", help="only shapes with these expert counts")
@@ -225,7 +226,7 @@ def main():
     if args.ab and args.no_bias:
         shapes = [Shape(e, k, t, bias=False) for e, k in ((256, 8), (128, 1), (1024, 8)) for t in (1, 128, 8192, 65536)]
     if args.ab and args.huge:
-        counts = (16384, 32768, 49152, 65536)
+        counts = tuple(args.tokens or (16384, 32768, 49152, 65536))
         rows = ((256, 8), (384, 8), (512, 8), (128, 8), (192, 8), (64, 6))
         shapes = [Shape(e, k, t) for t in counts for e, k in rows]
         shapes += [Shape(256, 8, t, 8, 4) for t in counts]
@@ -244,8 +245,8 @@ def main():
                           True, shape.scale, None)
         if baseline is not None:
             arms = [(name, plan, inputs.bias) for name, plan in ab_arms(call, baseline)]
-            if args.huge:
-                arms = arms[:1]
+            if args.huge:  # the rule, and its tile run by the FILE's kernel
+                arms = [arm for arm in arms if arm[0] in ("rule", "baseline kernel, rule's tile")]
             for spec in args.tile:
                 plan = tile_arm(call, spec)
                 if plan is None:

@@ -2,6 +2,7 @@
 
 Run: python benchmarks/probes/sass_counts.py [--baseline FILE]    (prints instructions per thread and per
      logit by kind; with FILE, an earlier kernels/_bitonic.py, also its counts of v7's lane-merge tiles)
+     python benchmarks/probes/sass_counts.py --path-mix [--baseline FILE]    (v12's per-logit counts)
 Uses the ptxas and cuobjdump that Triton's wheel carries; counts are the installed Triton's (the last
 lines name its version: run it under 3.6 and 3.8 to compare their layouts, NOTES.md v6).
 
@@ -189,6 +190,36 @@ def loop_mix(plan, logits_per_iteration: int) -> None:
         print(f"  {op:24s} {n / logits_per_iteration:5.2f} per logit")
 
 
+def path_mix(baseline: str | None = None) -> None:
+    """The window path (unrolled) of the rule's plans for 256 / 8 flat and 256 / 8 / 4 of 8 grouped (aligned bf16
+    rows) from the MEDIUM class up, per logit: all instructions, FMNMX, FSETP + FSEL (v12's counts), for the
+    tree's kernel and for ``baseline`` (an earlier kernels/_bitonic.py)."""
+    import torch
+
+    from moe_routing.kernels.launch import CLASS_NAMES, MEDIUM, choose_plan
+
+    versions = [("tree", None)] + ([(baseline, Path(baseline).read_text())] if baseline else [])
+    for name, source in versions:
+        window = path_variant("window", source)
+        for groups, kept in ((1, 1), (8, 4)):
+            call = check_call(torch.zeros(1, 256, dtype=torch.bfloat16), 8, "sigmoid", torch.zeros(256), groups, kept,
+                              True, 1.0, None)
+            for tclass in range(MEDIUM, len(CLASS_NAMES)):
+                plan = choose_plan(call, tclass, wide_loads=True, biased=True)
+                ops = collections.Counter()
+                for line in _sass(_compile(plan._replace(kernel=window))).splitlines():
+                    found = re.match(r"\s*/\*[0-9a-f]+\*/\s+(.*?);", line)
+                    if found:
+                        words = found.group(1).split()
+                        ops[(words[1] if words[0].startswith("@") else words[0]).split(".")[0]] += 1
+                per_logit = plan.num_warps * 32 / (256 * plan.rows)
+                c = plan.constexprs
+                print(f"{name}: 256 / 8, {groups} groups, {kept} kept, {CLASS_NAMES[tclass]:8s} (L{c['LANES']} R{plan.rows}"
+                      f" G{c['GROUP']}{' onepass' if c['ONE_PASS'] else ''}): {sum(ops.values()) * per_logit:.1f} "
+                      f"per logit, FMNMX {ops['FMNMX'] * per_logit:.2f}, FSETP + FSEL "
+                      f"{(ops['FSETP'] + ops['FSEL']) * per_logit:.2f}")
+
+
 if __name__ == "__main__":
     import argparse
 
@@ -198,7 +229,13 @@ if __name__ == "__main__":
     ap.add_argument("--baseline", metavar="FILE", help="an earlier kernels/_bitonic.py for lane_merge_counts")
     ap.add_argument("--loop-mix", action="store_true", help="only the opcode mix per logit of the streaming loop "
                     "of the rule's 256 / 8 tile at T >= 16384 (a lane per row, runs of 4, word loads: 32 logits a step)")
+    ap.add_argument("--path-mix", action="store_true", help="only the window path's instructions per logit of the "
+                    "rule's 256 / 8 plans, flat and grouped 4 of 8, from the MEDIUM class up (with --baseline: also "
+                    "that kernel's; kernel v12)")
     args = ap.parse_args()
+    if args.path_mix:
+        path_mix(args.baseline)
+        raise SystemExit
     if args.loop_mix:
         from moe_routing.kernels.launch import HUGE, choose_plan
 

@@ -130,12 +130,20 @@ def _window_choice(x, bias):
 
 
 @triton.jit
-def _window_key(x, choice, expert, exists, offset, scale, PADDED: tl.constexpr):
-    """Window keys of experts ``expert`` from their float32 logits ``x`` and choice values ``choice``."""
-    # an invalid logit gives NaN (x * 0 is 0 or NaN) and lands on the floor with the values below
-    # the window; window keys are used only when every bias entry is finite
+def _finite_choice(x, choice):
+    """``choice`` where the float32 logit ``x`` is finite, NaN where it is not (x * 0 is +-0 or NaN; c is never
+    -0, so a finite logit's c keeps its bits): one FMA, which the window keys and the one-pass group scores
+    share."""
+    return tl.fma(x, 0.0, choice)
+
+
+@triton.jit
+def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constexpr):
+    """Window keys of experts ``expert`` from their ``_finite_choice`` values."""
+    # an invalid logit's NaN lands on the floor with the values below the window; window keys are used
+    # only when every bias entry is finite
     # q = round(c * scale + offset), one rounding: the offset's own rounding shifts every key alike
-    y = tl.fma(tl.fma(x, 0.0, choice), scale, offset)
+    y = tl.fma(finite_choice, scale, offset)
     y = tl.where(y > Q_FLOOR, y, Q_FLOOR)  # one max (NaN -> floor)
     key = (y.to(tl.uint32, bitcast=True) << INDEX_BITS) | (expert ^ INDEX_MASK).to(tl.uint32)
     if PADDED:
@@ -157,7 +165,7 @@ def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl
         return key
     elif KEYS == WINDOW_KEYS:
         x = x.to(tl.float32)
-        return _window_key(x, _window_choice(x, bias), expert, exists, offset, scale, PADDED)
+        return _window_key(_finite_choice(x, _window_choice(x, bias)), expert, exists, offset, scale, PADDED)
     else:
         x = x.to(tl.float32)
         valid = tl.abs(x) < float("inf")
@@ -433,11 +441,12 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         bias = None
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
-        choice = _window_choice(x, bias)
-        keys = tl.max(_window_key(x, choice, expert[None], None, offset, scale, False), axis=3)
+        choice = _finite_choice(x, _window_choice(x, bias))
+        keys = tl.max(_window_key(choice, expert[None], None, offset, scale, False), axis=3)
         lists = lists + (tl.topk(keys, CHUNK, dim=2),)  # [ROWS, LANES, CHUNK], best first
-        # the step's groups' scores where the values lie (no reshape: see _step_group_scores)
-        score = _step_group_scores(choice, tl.abs(x) < float("inf"), bias is not None, GROUPS_PER_STEP)
+        # the step's groups' scores where the values lie (no reshape: see _step_group_scores), from the same
+        # values as the keys: NaN for a non-finite logit (kernel v12)
+        score = _step_group_scores(choice, bias is not None, GROUPS_PER_STEP)
         here = tl.arange(0, STEPS)[None, :, None] == step
         group_scores = tl.where(here, score[:, None, :], group_scores)
         if step + 1 < STEPS:
@@ -549,18 +558,33 @@ def _group_scores(choice, valid, HAS_BIAS: tl.constexpr):
 
 
 @triton.jit
-def _step_group_scores(choice, valid, HAS_BIAS: tl.constexpr, GROUPS_PER_STEP: tl.constexpr):
-    """``_group_scores`` of a step's groups, ``choice`` [ROWS, LANES, CHUNK, GROUP] -> [ROWS, GROUPS_PER_STEP]
-    (each group is LANES / GROUPS_PER_STEP consecutive lanes): each lane's two largest valid ``c``, then each
-    group's two largest of its lanes' pairs (a set: the same pair, and the same float32 sum, whatever the
-    order of reduction). Reduced where the values lie, never reshaped: reshaping [ROWS, LANES, CHUNK, GROUP]
-    into [ROWS, GROUPS_PER_STEP, GROUP_SIZE] (kernel v6 to v9) gave wrong group scores on the H200 for tiles
-    whose groups span several lanes (2 or 4 groups a step and 2 or 4 lanes a group: 28 to 67 of 67 rows with
-    other ids; `benchmarks/probes/one_pass_bisect.py`, NOTES.md v10) where Triton's interpreter is right
-    (`benchmarks/probes/reshape_repro.py` reproduces it in a 30-line kernel)."""
-    choice = tl.where(valid, choice, float("-inf"))
+def _step_group_scores(choice, HAS_BIAS: tl.constexpr, GROUPS_PER_STEP: tl.constexpr):
+    """``_group_scores`` of a step's groups, ``choice`` [ROWS, LANES, CHUNK, GROUP] (``_finite_choice``: NaN for
+    an invalid expert) -> [ROWS, GROUPS_PER_STEP] (each group is LANES / GROUPS_PER_STEP consecutive lanes):
+    each lane's two largest valid ``c``, then each group's two largest of its lanes' pairs (a set: the same
+    pair, and the same float32 sum, whatever the order of reduction).
+
+    Reduced where the values lie, never reshaped across lanes: reshaping [ROWS, LANES, CHUNK, GROUP] into
+    [ROWS, GROUPS_PER_STEP, GROUP_SIZE] (kernel v6 to v9) gave wrong group scores on the H200 for tiles whose
+    groups span several lanes (2 or 4 groups a step and 2 or 4 lanes a group: 28 to 67 of 67 rows with other
+    ids; `benchmarks/probes/one_pass_bisect.py`, NOTES.md v10) where Triton's interpreter is right
+    (`benchmarks/probes/reshape_repro.py` reproduces it in a 30-line kernel).
+
+    Kernel v12: an invalid expert's NaN becomes -inf by ``c > -inf`` (a valid ``c`` is finite), which compiles
+    to one max instead of the compare and select of masking by the logit; a run's experts pair up in the
+    thread that holds them (one max and one min per two, as the group stage does) instead of entering the
+    top-2 merge one by one with a -inf second."""
+    choice = tl.where(choice > float("-inf"), choice, float("-inf"))
     if HAS_BIAS:
-        best, second = tl.reduce((choice, tl.full(choice.shape, float("-inf"), tl.float32)), 3, _top2_combine)
+        ROWS: tl.constexpr = choice.shape[0]
+        LANES_: tl.constexpr = choice.shape[1]
+        CHUNK: tl.constexpr = choice.shape[2]
+        GROUP: tl.constexpr = choice.shape[3]
+        if GROUP == 1:
+            best, second = tl.reduce((choice, tl.full(choice.shape, float("-inf"), tl.float32)), 3, _top2_combine)
+        else:  # pairs within a run, in the thread that holds it
+            left, right = tl.split(tl.reshape(choice, (ROWS, LANES_, CHUNK, GROUP // 2, 2)))
+            best, second = tl.reduce((tl.maximum(left, right), tl.minimum(left, right)), 3, _top2_combine)
         best, second = tl.reduce((best, second), 2, _top2_combine)  # [ROWS, LANES]
     else:
         best = tl.max(tl.max(choice, axis=3), axis=2)
