@@ -3,7 +3,7 @@
 # ("no instruction", 2.84 warps per issue; flat 0.05): its eight unrolled steps are 6272 instructions. Candidate
 # (kernel v13): the steps in a rolled loop, their lists shifted along a tuple (2584 instructions, ~28.9
 # per logit executed against 24.5). A/B against v12's kernel (the commit before) on the grouped rows.
-# NOT RUN in session 14 (its device time was spent): run it at the commit that adds this script, whose kernel is
+# NOT RUN in session 14 (its device time was spent): run it at commit 7f9e0a1, whose kernel is
 # the candidate (the next commit reverts it; NOTES.md "What is left").
 set -o pipefail
 source benchmarks/gpu/setup.sh
