@@ -574,16 +574,16 @@ def _step_group_scores(choice, HAS_BIAS: tl.constexpr, GROUPS_PER_STEP: tl.const
     to one max instead of the compare and select of masking by the logit; a run's experts pair up in the
     thread that holds them (one max and one min per two, as the group stage does) instead of entering the
     top-2 merge one by one with a -inf second."""
+    ROWS: tl.constexpr = choice.shape[0]
+    LANES: tl.constexpr = choice.shape[1]
+    CHUNK: tl.constexpr = choice.shape[2]
+    GROUP: tl.constexpr = choice.shape[3]
     choice = tl.where(choice > float("-inf"), choice, float("-inf"))
     if HAS_BIAS:
-        ROWS: tl.constexpr = choice.shape[0]
-        LANES_: tl.constexpr = choice.shape[1]
-        CHUNK: tl.constexpr = choice.shape[2]
-        GROUP: tl.constexpr = choice.shape[3]
         if GROUP == 1:
             best, second = tl.reduce((choice, tl.full(choice.shape, float("-inf"), tl.float32)), 3, _top2_combine)
         else:  # pairs within a run, in the thread that holds it
-            left, right = tl.split(tl.reshape(choice, (ROWS, LANES_, CHUNK, GROUP // 2, 2)))
+            left, right = tl.split(tl.reshape(choice, (ROWS, LANES, CHUNK, GROUP // 2, 2)))
             best, second = tl.reduce((tl.maximum(left, right), tl.minimum(left, right)), 3, _top2_combine)
         best, second = tl.reduce((best, second), 2, _top2_combine)  # [ROWS, LANES]
     else:
@@ -593,12 +593,11 @@ def _step_group_scores(choice, HAS_BIAS: tl.constexpr, GROUPS_PER_STEP: tl.const
             best, second = tl.reduce((best, second), 1, _top2_combine, keep_dims=True)
             return top2_group_score(best, second)
         return tl.max(best, axis=1, keep_dims=True)
-    LANES: tl.constexpr = choice.shape[1]
     if GROUPS_PER_STEP == LANES:  # a lane per group: its pair is the group's
         return top2_group_score(best, second) if HAS_BIAS else best
     owner = tl.arange(0, LANES) // (LANES // GROUPS_PER_STEP)  # the step's group of each lane
     slot = tl.arange(0, GROUPS_PER_STEP)
-    scores = tl.full((choice.shape[0], GROUPS_PER_STEP), float("-inf"), tl.float32)
+    scores = tl.full((ROWS, GROUPS_PER_STEP), float("-inf"), tl.float32)
     for g in tl.static_range(GROUPS_PER_STEP):
         mine = (owner == g)[None, :]
         if HAS_BIAS:
