@@ -167,16 +167,18 @@ def count(plan, experts):
           f"ALU ~{sum(v for k, v in ops.items() if k in ALU) * per_logit:.0f}, DSETP {ops['DSETP']}, SHFL {ops['SHFL']}")
 
 
+def _instructions(sass: str) -> list:
+    """(address, words) of every instruction of a ``cuobjdump -sass`` listing, in address order."""
+    found = (re.match(r"\s*/\*([0-9a-f]+)\*/\s+(.*?);", line) for line in sass.splitlines())
+    return [(int(m.group(1), 16), m.group(2).split()) for m in found if m]
+
+
 def loop_mix(plan, logits_per_iteration: int) -> None:
     """Instructions per logit, by opcode, in the body of the kernel's longest loop without float64 compares
     (the window keys' streaming loop: one step, ``logits_per_iteration`` logits a thread; the exact keys'
     loop compares with DSETP), as compiled for sm_90."""
     body = []
-    lines = []
-    for line in _sass(_compile(plan)).splitlines():
-        found = re.match(r"\s*/\*([0-9a-f]+)\*/\s+(.*?);", line)
-        if found:
-            lines.append((int(found.group(1), 16), found.group(2).split()))
+    lines = _instructions(_sass(_compile(plan)))
     for address, words in lines:  # backward branches close loops; keep the longest body
         target = re.match(r"0x([0-9a-f]+)", words[-1]) if words[-2:-1] == ["BRA"] or "BRA" in words[:2] else None
         if target and int(target.group(1), 16) < address:
@@ -206,16 +208,13 @@ def path_mix(baseline: str | None = None) -> None:
                               True, 1.0, None)
             for tclass in range(MEDIUM, len(CLASS_NAMES)):
                 plan = choose_plan(call, tclass, wide_loads=True, biased=True)
-                ops = collections.Counter()
-                for line in _sass(_compile(plan._replace(kernel=window))).splitlines():
-                    found = re.match(r"\s*/\*[0-9a-f]+\*/\s+(.*?);", line)
-                    if found:
-                        words = found.group(1).split()
-                        ops[(words[1] if words[0].startswith("@") else words[0]).split(".")[0]] += 1
+                ops = collections.Counter((words[1] if words[0].startswith("@") else words[0]).split(".")[0]
+                                          for _, words in _instructions(_sass(_compile(plan._replace(kernel=window)))))
                 per_logit = plan.num_warps * 32 / (256 * plan.rows)
                 c = plan.constexprs
-                print(f"{name}: 256 / 8, {groups} groups, {kept} kept, {CLASS_NAMES[tclass]:8s} (L{c['LANES']} R{plan.rows}"
-                      f" G{c['GROUP']}{' onepass' if c['ONE_PASS'] else ''}): {sum(ops.values()) * per_logit:.1f} "
+                print(f"{name}: 256 / 8, {groups} groups, {kept} kept, {CLASS_NAMES[tclass]:8s} "
+                      f"(L{c['LANES']} R{plan.rows} G{c['GROUP']}{' onepass' if c['ONE_PASS'] else ''}): "
+                      f"{sum(ops.values()) * per_logit:.1f} "
                       f"per logit, FMNMX {ops['FMNMX'] * per_logit:.2f}, FSETP + FSEL "
                       f"{(ops['FSETP'] + ops['FSEL']) * per_logit:.2f}")
 
@@ -228,7 +227,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", metavar="FILE", help="an earlier kernels/_bitonic.py for lane_merge_counts")
     ap.add_argument("--loop-mix", action="store_true", help="only the opcode mix per logit of the streaming loop "
-                    "of the rule's 256 / 8 tile at T >= 16384 (a lane per row, runs of 4, word loads: 32 logits a step)")
+                    "of the rule's 256 / 8 tile at T >= 65536 (a lane per row, runs of 4, word loads: 32 logits a "
+                    "step; T >= 16384 until v11 split that class)")
     ap.add_argument("--path-mix", action="store_true", help="only the window path's instructions per logit of the "
                     "rule's 256 / 8 plans, flat and grouped 4 of 8, from the MEDIUM class up (with --baseline: also "
                     "that kernel's; kernel v12)")
@@ -237,11 +237,11 @@ if __name__ == "__main__":
         path_mix(args.baseline)
         raise SystemExit
     if args.loop_mix:
-        from moe_routing.kernels.launch import HUGE, choose_plan
+        from moe_routing.kernels.launch import HUGE_64K, choose_plan
 
         call = check_call(torch.zeros(1, 256, dtype=torch.bfloat16), 8, "sigmoid", torch.zeros(256), 1, 1, True, 1.0,
                           None)
-        loop_mix(choose_plan(call, HUGE, wide_loads=True, biased=True), 32)
+        loop_mix(choose_plan(call, HUGE_64K, wide_loads=True, biased=True), 32)
         raise SystemExit
     lane_merge_counts(args.baseline)
 

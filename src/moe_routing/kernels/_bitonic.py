@@ -543,18 +543,26 @@ def _group_scores(choice, valid, HAS_BIAS: tl.constexpr):
     without it the largest (docs/semantics.md rule 2), -inf for a group with no valid expert."""
     choice = tl.where(valid, choice, float("-inf"))
     if HAS_BIAS:
-        ROWS: tl.constexpr = choice.shape[0]
-        G: tl.constexpr = choice.shape[1]
-        N: tl.constexpr = choice.shape[2]
-        if N == 1:
-            best = tl.reshape(choice, (ROWS, G))
-            second = tl.full(best.shape, float("-inf"), tl.float32)
-        else:  # pairs first (one max and one min per two experts), then merge the pairs
-            left, right = tl.split(tl.reshape(choice, (ROWS, G, N // 2, 2)))
-            best, second = tl.reduce((tl.maximum(left, right), tl.minimum(left, right)), 2, _top2_combine)
+        best, second = _top2_last_axis(choice)
         return top2_group_score(best, second)
     else:
         return tl.max(choice, axis=2)
+
+
+@triton.jit
+def _top2_last_axis(values):
+    """The two largest of ``values`` (no NaN) along its last axis, which goes (the second -inf where that axis
+    has one entry): pairs first, one max and one min per two in the thread that holds them, then
+    ``_top2_combine``'s exact merge. The group stage's groups and the one-pass steps' runs (v12)."""
+    AXIS: tl.constexpr = len(values.shape) - 1
+    N: tl.constexpr = values.shape[AXIS]
+    if N == 1:
+        best = tl.reshape(values, values.shape[:AXIS])
+        second = tl.full(best.shape, float("-inf"), tl.float32)
+    else:
+        left, right = tl.split(tl.reshape(values, values.shape[:AXIS] + [N // 2, 2]))
+        best, second = tl.reduce((tl.maximum(left, right), tl.minimum(left, right)), AXIS, _top2_combine)
+    return best, second
 
 
 @triton.jit
@@ -572,19 +580,13 @@ def _step_group_scores(choice, HAS_BIAS: tl.constexpr, GROUPS_PER_STEP: tl.const
 
     Kernel v12: an invalid expert's NaN becomes -inf by ``c > -inf`` (a valid ``c`` is finite), which compiles
     to one max instead of the compare and select of masking by the logit; a run's experts pair up in the
-    thread that holds them (one max and one min per two, as the group stage does) instead of entering the
-    top-2 merge one by one with a -inf second."""
+    thread that holds them (``_top2_last_axis``, as in the group stage) instead of entering the top-2 merge
+    one by one with a -inf second."""
     ROWS: tl.constexpr = choice.shape[0]
     LANES: tl.constexpr = choice.shape[1]
-    CHUNK: tl.constexpr = choice.shape[2]
-    GROUP: tl.constexpr = choice.shape[3]
     choice = tl.where(choice > float("-inf"), choice, float("-inf"))
     if HAS_BIAS:
-        if GROUP == 1:
-            best, second = tl.reduce((choice, tl.full(choice.shape, float("-inf"), tl.float32)), 3, _top2_combine)
-        else:  # pairs within a run, in the thread that holds it
-            left, right = tl.split(tl.reshape(choice, (ROWS, LANES, CHUNK, GROUP // 2, 2)))
-            best, second = tl.reduce((tl.maximum(left, right), tl.minimum(left, right)), 3, _top2_combine)
+        best, second = _top2_last_axis(choice)  # each run's pair
         best, second = tl.reduce((best, second), 2, _top2_combine)  # [ROWS, LANES]
     else:
         best = tl.max(tl.max(choice, axis=3), axis=2)
