@@ -423,23 +423,18 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
     within = tl.arange(0, GROUP)
     row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
     group_scores = tl.full((ROWS, STEPS, GROUPS_PER_STEP), float("-inf"), tl.float32)
-    # a rolled loop (kernel v13): the steps' lists ride in a tuple that shifts by one each step (register
-    # moves), so that step k's list ends in lists[k]; unrolled, the kernel's code outgrew the instruction cache
     lists = ()
-    for empty in tl.static_range(STEPS):
-        lists = lists + (tl.zeros((ROWS, LANES, CHUNK), tl.uint32),)
     if x_first is None:
         x_next = _step_load(row_base, row_ok, lane, member, within, 0, None, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
                             GROUP, WORDS)
     else:
         x_next = x_first
-    for step in range(STEPS):
-        if PREFETCH:  # the next step's logits are read before this step's work (the last step reads itself again)
-            x = x_next
-            x_next = _step_load(row_base, row_ok, lane, member, within, tl.minimum(step + 1, STEPS - 1), None,
-                                NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
-        else:
-            x = x_next
+    for step in tl.static_range(STEPS):
+        x = x_next
+        if step + 1 < STEPS:  # the next step's logits are read before this step's work (PREFETCH) or after
+            if PREFETCH:
+                x_next = _step_load(row_base, row_ok, lane, member, within, step + 1, None, NUM_EXPERTS, GROUP_SIZE,
+                                    LANES, CHUNK, GROUP, WORDS)
         expert, _, _ = _step_experts(row_ok, lane, member, within, step, None, NUM_EXPERTS, GROUP_SIZE, LANES,
                                      CHUNK, GROUP)
         x = x.to(tl.float32)
@@ -448,15 +443,16 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
             bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
         choice = _finite_choice(x, _window_choice(x, bias))
         keys = tl.max(_window_key(choice, expert[None], None, offset, scale, False), axis=3)
-        lists = lists[1:] + (tl.topk(keys, CHUNK, dim=2),)  # [ROWS, LANES, CHUNK], best first
+        lists = lists + (tl.topk(keys, CHUNK, dim=2),)  # [ROWS, LANES, CHUNK], best first
         # the step's groups' scores where the values lie (no reshape: see _step_group_scores), from the same
         # values as the keys: NaN for a non-finite logit (kernel v12)
         score = _step_group_scores(choice, bias is not None, GROUPS_PER_STEP)
         here = tl.arange(0, STEPS)[None, :, None] == step
         group_scores = tl.where(here, score[:, None, :], group_scores)
-        if not PREFETCH:
-            x_next = _step_load(row_base, row_ok, lane, member, within, tl.minimum(step + 1, STEPS - 1), None,
-                                NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
+        if step + 1 < STEPS:
+            if not PREFETCH:
+                x_next = _step_load(row_base, row_ok, lane, member, within, step + 1, None, NUM_EXPERTS, GROUP_SIZE,
+                                    LANES, CHUNK, GROUP, WORDS)
     kept = _kept_bits(tl.reshape(group_scores, (ROWS, NUM_GROUPS)), NUM_GROUPS, TOPK_GROUP, NUM_GROUPS)
     # the lists in step order, an eliminated group's list as 0 (below everything, like padding)
     best = _kept_list(lists[0], kept, 0, lane, LANES, CHUNK * GROUP, GROUP_SIZE)
