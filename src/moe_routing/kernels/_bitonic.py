@@ -765,11 +765,7 @@ def bitonic_kernel(
     # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
     slot = tl.arange(0, CHUNK)
     out_mask = row_ok[:, None] & (slot < TOPK)[None, :]
-    # unmasked, at addresses that always exist (row 0, expert 0 where nothing is read): a masked load's default
-    # value is merged into one register, and ptxas then issues the K loads one after the other (kernel v13);
-    # what the padding reads is masked below
-    read = out_mask & valid
-    x = tl.load(logits_ptr + tl.where(row_ok, rows64, 0)[:, None] * stride_l_row + tl.where(read, expert, 0))
+    x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=out_mask & valid, other=0.0)
     if SOFTMAX:  # exp(x - max) of the chosen, over the row's sum of them (which renormalising cancels)
         x = tl.where(out_mask & valid, x.to(tl.float32), float("-inf"))
         top = tl.max(x, axis=1)  # the best chosen logit: the row's largest valid one
