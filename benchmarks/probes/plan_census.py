@@ -1,6 +1,8 @@
 """Every tile class the rule can choose, run once on this machine and judged against float64.
 
 Run: python benchmarks/probes/plan_census.py [--jobs N] [--limit N]     (GPU; the interpreter runs it, slowly)
+     python benchmarks/probes/plan_census.py --count --skip benchmarks/results/plan_census_*.txt
+         (the classes no recorded run has passed; give the same --skip to a run to take only those)
 
 Why: kernels v6-v9 computed wrong group scores on the H200 for one-pass tiles that no test shape
 reached, while Triton's interpreter (CI) computed them right (NOTES.md v10). Which compiled code a plan
@@ -122,6 +124,12 @@ def check(args, name, plan, device):
     return failures
 
 
+def ok_line(call_args, name: str) -> str:
+    """The line ``--verbose`` prints for a class that passed (``--skip`` reads them back)."""
+    experts, topk, scoring, biased, groups, kept = call_args
+    return f"ok {experts}/{topk} {groups}:{kept} {scoring}{'' if biased else ' no bias'} {name}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     parts_module.add_arguments(ap)
@@ -135,11 +143,16 @@ def main():
     ap.add_argument("--plans", metavar="PREFIX", help="only classes first met as a plan whose all_plans name starts "
                     "with PREFIX (e.g. \"huge\": the token classes from 16384 up)")
     ap.add_argument("--verbose", action="store_true", help="a line for every class, passed ones too")
+    ap.add_argument("--skip", metavar="FILE", nargs="+", action="extend", default=[],
+                    help="leave out the classes earlier --verbose runs passed (their \"ok\" lines in FILE ...): the rest "
+                         "of a run that a timeout cut; with --count, what no run has passed "
+                         "(--count --skip benchmarks/results/plan_census_*.txt)")
     ap.add_argument("--count", action="store_true", help="only count the classes")
     args = ap.parse_args()
     classes = [c for c in census() if (not args.only or family(c[0]) in args.only)
                and (not args.plans or c[2].startswith(args.plans))][args.offset::args.stride]
-    classes = classes[:args.limit]
+    passed = {line.strip() for path in args.skip for line in open(path) if line.startswith("ok ")}
+    classes = [c for c in classes if ok_line(c[1], c[2]) not in passed][:args.limit]
     if args.count:
         kinds = {}
         for key, *_ in classes:
@@ -153,8 +166,7 @@ def main():
     for key, call_args, name, plan in mine:
         failures = check(call_args, name, plan, device)
         if not failures and args.verbose:
-            experts, topk, scoring, biased, groups, kept = call_args
-            print(f"ok {experts}/{topk} {groups}:{kept} {scoring}{'' if biased else ' no bias'} {name}", flush=True)
+            print(ok_line(call_args, name), flush=True)
         if failures:
             failed += 1
             experts, topk, scoring, biased, groups, kept = call_args
