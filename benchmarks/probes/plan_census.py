@@ -2,7 +2,8 @@
 
 Run: python benchmarks/probes/plan_census.py [--jobs N] [--limit N]     (GPU; the interpreter runs it, slowly)
      python benchmarks/probes/plan_census.py --count --skip benchmarks/results/plan_census_*.txt
-         (the classes no recorded run has passed; give the same --skip to a run to take only those)
+         (the classes no recorded run has passed, by family; give the same --skip to a run to take only those.
+         A line counts whatever kernel version wrote it: the file names say which)
 
 Why: kernels v6-v9 computed wrong group scores on the H200 for one-pass tiles that no test shape
 reached, while Triton's interpreter (CI) computed them right (NOTES.md v10). Which compiled code a plan
@@ -156,7 +157,7 @@ def main():
     if args.count:
         kinds = {}
         for key, *_ in classes:
-            kinds[key[0]] = kinds.get(key[0], 0) + 1
+            kinds[family(key)] = kinds.get(family(key), 0) + 1
         print(f"{len(classes)} tile classes: {kinds}")
         return
     part, parts = parts_module.my_part(args)
