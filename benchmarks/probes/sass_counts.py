@@ -219,6 +219,33 @@ def path_mix(baseline: str | None = None) -> None:
                       f"{(ops['FSETP'] + ops['FSEL']) * per_logit:.2f}")
 
 
+def weight_loads(baseline: str | None = None) -> None:
+    """The weights' re-read of the K chosen logits in the rule's 256 / 8 plans (flat and 4 of 8 groups, every token
+    class, aligned bf16 rows): how many 2-byte loads, and how many of them are issued before the first one's value
+    is used (1: one after another; NOTES.md v13), for the tree's kernel and for ``baseline``."""
+    import torch
+
+    from moe_routing.kernels.launch import CLASS_NAMES, choose_plan
+
+    versions = [("tree", None)] + ([(baseline, Path(baseline).read_text())] if baseline else [])
+    for name, source in versions:
+        kernel = None if source is None else bitonic_kernel_from_source(source, f"bitonic_baseline_{abs(hash(source))}")
+        for groups, kept in ((1, 1), (8, 4)):
+            call = check_call(torch.zeros(1, 256, dtype=torch.bfloat16), 8, "sigmoid", torch.zeros(256), groups, kept,
+                              True, 1.0, None)
+            for tclass, class_name in enumerate(CLASS_NAMES):
+                plan = choose_plan(call, tclass, wide_loads=True, biased=True)
+                lines = [words for _, words in _instructions(_sass(_compile(
+                    plan if kernel is None else plan._replace(kernel=kernel))))]
+                loads = [i for i, words in enumerate(lines) if any(w.startswith("LDG.E.U16") for w in words)]
+                target = next(w for w in lines[loads[0]] if w.startswith("R")).rstrip(",")
+                use = next(j for j in range(loads[0] + 1, len(lines)) if not any(w.startswith("LDG") for w in lines[j])
+                           and target in (w.rstrip(",") for w in lines[j][1:]))
+                print(f"{name}: 256 / 8, {groups} groups, {kept} kept, {class_name:8s} (L{plan.constexprs['LANES']} "
+                      f"R{plan.rows}): {len(loads)} two-byte loads, {sum(i < use for i in loads)} issued before the "
+                      f"first use")
+
+
 if __name__ == "__main__":
     import argparse
 
@@ -232,7 +259,12 @@ if __name__ == "__main__":
     ap.add_argument("--path-mix", action="store_true", help="only the window path's instructions per logit of the "
                     "rule's 256 / 8 plans, flat and grouped 4 of 8, from the MEDIUM class up (with --baseline: also "
                     "that kernel's; kernel v12)")
+    ap.add_argument("--weight-loads", action="store_true", help="only the weights' re-read of the chosen logits: "
+                    "its loads and how many are issued before the first use (with --baseline: that kernel's too; v13)")
     args = ap.parse_args()
+    if args.weight_loads:
+        weight_loads(args.baseline)
+        raise SystemExit
     if args.path_mix:
         path_mix(args.baseline)
         raise SystemExit
