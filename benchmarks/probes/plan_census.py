@@ -125,10 +125,15 @@ def check(args, name, plan, device):
     return failures
 
 
+def class_label(call_args, name: str) -> str:
+    """A class as the census prints it: its first call's sizes and the all_plans name it was met as."""
+    experts, topk, scoring, biased, groups, kept = call_args
+    return f"{experts}/{topk} {groups}:{kept} {scoring}{'' if biased else ' no bias'} {name}"
+
+
 def ok_line(call_args, name: str) -> str:
     """The line ``--verbose`` prints for a class that passed (``--skip`` reads them back)."""
-    experts, topk, scoring, biased, groups, kept = call_args
-    return f"ok {experts}/{topk} {groups}:{kept} {scoring}{'' if biased else ' no bias'} {name}"
+    return f"ok {class_label(call_args, name)}"
 
 
 def main():
@@ -170,10 +175,8 @@ def main():
             print(ok_line(call_args, name), flush=True)
         if failures:
             failed += 1
-            experts, topk, scoring, biased, groups, kept = call_args
-            print(f"FAILED {experts}/{topk} {groups}:{kept} {scoring}{'' if biased else ' no bias'} {name} "
-                  f"{plan.name} rows={plan.rows} warps={plan.num_warps} {dict(plan.constexprs)}: {'; '.join(failures)}",
-                  flush=True)
+            print(f"FAILED {class_label(call_args, name)} {plan.name} rows={plan.rows} warps={plan.num_warps} "
+                  f"{dict(plan.constexprs)}: {'; '.join(failures)}", flush=True)
     print(f"part {part}/{parts}: {len(mine)} tile classes run, {failed} failed", flush=True)
 
 

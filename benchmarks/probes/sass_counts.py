@@ -110,6 +110,25 @@ def member_loads_variant():
     return bitonic_kernel_from_source(source.replace(_PLAIN_STEP_LOAD, _MEMBER_STEP_LOADS), "bitonic_member_loads")
 
 
+def _versions(baseline: str | None) -> list:
+    """(name, source) of the kernels to count: the tree's (source None) and, given, an earlier _bitonic.py file."""
+    return [("tree", None)] + ([(baseline, Path(baseline).read_text())] if baseline else [])
+
+
+def _rule_plans_256(first_class: int = 0):
+    """(groups, kept, class name, plan) of the rule's plans for 256 / 8 with aligned bf16 rows, flat and 4 of 8
+    groups, for every token class from ``first_class`` up."""
+    import torch
+
+    from moe_routing.kernels.launch import CLASS_NAMES, choose_plan
+
+    for groups, kept in ((1, 1), (8, 4)):
+        call = check_call(torch.zeros(1, 256, dtype=torch.bfloat16), 8, "sigmoid", torch.zeros(256), groups, kept,
+                          True, 1.0, None)
+        for tclass in range(first_class, len(CLASS_NAMES)):
+            yield groups, kept, CLASS_NAMES[tclass], choose_plan(call, tclass, wide_loads=True, biased=True)
+
+
 def lane_merge_counts(baseline: str | None = None):
     """Kernel v7's lane merge (NOTES.md v7): instructions of the window-key path of the decode tiles
     (256/8 with 16 and 32 lanes, 64/6 with 8 lanes; one warp) and registers of the four-lane tile (256/8,
@@ -117,8 +136,7 @@ def lane_merge_counts(baseline: str | None = None):
     file, e.g. v6's)."""
     import torch
 
-    versions = [("tree", None)] + ([(baseline, Path(baseline).read_text())] if baseline else [])
-    for name, source in versions:
+    for name, source in _versions(baseline):
         window = path_variant("window", source)
         for experts, topk, lanes in ((256, 8, 16), (256, 8, 32), (64, 6, 8)):
             call = check_call(torch.zeros(1, experts), topk, "sigmoid", torch.zeros(experts), 1, 1, True, 1.0, None)
@@ -196,54 +214,38 @@ def path_mix(baseline: str | None = None) -> None:
     """The window path (unrolled) of the rule's plans for 256 / 8 flat and 256 / 8 / 4 of 8 grouped (aligned bf16
     rows) from the MEDIUM class up, per logit: all instructions, FMNMX, FSETP + FSEL (v12's counts), for the
     tree's kernel and for ``baseline`` (an earlier kernels/_bitonic.py)."""
-    import torch
+    from moe_routing.kernels.launch import MEDIUM
 
-    from moe_routing.kernels.launch import CLASS_NAMES, MEDIUM, choose_plan
-
-    versions = [("tree", None)] + ([(baseline, Path(baseline).read_text())] if baseline else [])
-    for name, source in versions:
+    for name, source in _versions(baseline):
         window = path_variant("window", source)
-        for groups, kept in ((1, 1), (8, 4)):
-            call = check_call(torch.zeros(1, 256, dtype=torch.bfloat16), 8, "sigmoid", torch.zeros(256), groups, kept,
-                              True, 1.0, None)
-            for tclass in range(MEDIUM, len(CLASS_NAMES)):
-                plan = choose_plan(call, tclass, wide_loads=True, biased=True)
-                ops = collections.Counter((words[1] if words[0].startswith("@") else words[0]).split(".")[0]
-                                          for _, words in _instructions(_sass(_compile(plan._replace(kernel=window)))))
-                per_logit = plan.num_warps * 32 / (256 * plan.rows)
-                c = plan.constexprs
-                print(f"{name}: 256 / 8, {groups} groups, {kept} kept, {CLASS_NAMES[tclass]:8s} "
-                      f"(L{c['LANES']} R{plan.rows} G{c['GROUP']}{' onepass' if c['ONE_PASS'] else ''}): "
-                      f"{sum(ops.values()) * per_logit:.1f} "
-                      f"per logit, FMNMX {ops['FMNMX'] * per_logit:.2f}, FSETP + FSEL "
-                      f"{(ops['FSETP'] + ops['FSEL']) * per_logit:.2f}")
+        for groups, kept, class_name, plan in _rule_plans_256(MEDIUM):
+            ops = collections.Counter((words[1] if words[0].startswith("@") else words[0]).split(".")[0]
+                                      for _, words in _instructions(_sass(_compile(plan._replace(kernel=window)))))
+            per_logit = plan.num_warps * 32 / (256 * plan.rows)
+            c = plan.constexprs
+            print(f"{name}: 256 / 8, {groups} groups, {kept} kept, {class_name:8s} "
+                  f"(L{c['LANES']} R{plan.rows} G{c['GROUP']}{' onepass' if c['ONE_PASS'] else ''}): "
+                  f"{sum(ops.values()) * per_logit:.1f} "
+                  f"per logit, FMNMX {ops['FMNMX'] * per_logit:.2f}, FSETP + FSEL "
+                  f"{(ops['FSETP'] + ops['FSEL']) * per_logit:.2f}")
 
 
 def weight_loads(baseline: str | None = None) -> None:
     """The weights' re-read of the K chosen logits in the rule's 256 / 8 plans (flat and 4 of 8 groups, every token
     class, aligned bf16 rows): how many 2-byte loads, and how many of them are issued before the first one's value
     is used (1: one after another; NOTES.md v13), for the tree's kernel and for ``baseline``."""
-    import torch
-
-    from moe_routing.kernels.launch import CLASS_NAMES, choose_plan
-
-    versions = [("tree", None)] + ([(baseline, Path(baseline).read_text())] if baseline else [])
-    for name, source in versions:
+    for name, source in _versions(baseline):
         kernel = None if source is None else bitonic_kernel_from_source(source, f"bitonic_baseline_{abs(hash(source))}")
-        for groups, kept in ((1, 1), (8, 4)):
-            call = check_call(torch.zeros(1, 256, dtype=torch.bfloat16), 8, "sigmoid", torch.zeros(256), groups, kept,
-                              True, 1.0, None)
-            for tclass, class_name in enumerate(CLASS_NAMES):
-                plan = choose_plan(call, tclass, wide_loads=True, biased=True)
-                lines = [words for _, words in _instructions(_sass(_compile(
-                    plan if kernel is None else plan._replace(kernel=kernel))))]
-                loads = [i for i, words in enumerate(lines) if any(w.startswith("LDG.E.U16") for w in words)]
-                target = next(w for w in lines[loads[0]] if w.startswith("R")).rstrip(",")
-                use = next(j for j in range(loads[0] + 1, len(lines)) if not any(w.startswith("LDG") for w in lines[j])
-                           and target in (w.rstrip(",") for w in lines[j][1:]))
-                print(f"{name}: 256 / 8, {groups} groups, {kept} kept, {class_name:8s} (L{plan.constexprs['LANES']} "
-                      f"R{plan.rows}): {len(loads)} two-byte loads, {sum(i < use for i in loads)} issued before the "
-                      f"first use")
+        for groups, kept, class_name, plan in _rule_plans_256():
+            lines = [words for _, words in _instructions(_sass(_compile(
+                plan if kernel is None else plan._replace(kernel=kernel))))]
+            loads = [i for i, words in enumerate(lines) if any(w.startswith("LDG.E.U16") for w in words)]
+            target = next(w for w in lines[loads[0]] if w.startswith("R")).rstrip(",")
+            use = next(j for j in range(loads[0] + 1, len(lines)) if not any(w.startswith("LDG") for w in lines[j])
+                       and target in (w.rstrip(",") for w in lines[j][1:]))
+            print(f"{name}: 256 / 8, {groups} groups, {kept} kept, {class_name:8s} (L{plan.constexprs['LANES']} "
+                  f"R{plan.rows}): {len(loads)} two-byte loads, {sum(i < use for i in loads)} issued before the "
+                  f"first use")
 
 
 if __name__ == "__main__":
