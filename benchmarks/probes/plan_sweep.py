@@ -1,7 +1,7 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
 Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --wide-topk |
-     --ab FILE [--no-bias | --grouped | --huge]] [--tokens T ...] [--experts E ...] [--tile SPEC ...]
+     --ab FILE [--no-bias | --grouped | --huge [--prefetch-arms]]] [--tokens T ...] [--experts E ...] [--tile SPEC ...]
      [--jobs N | --warm I/N]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
@@ -17,8 +17,9 @@ by side in one run. Grouped shapes also time kernel v1 ("rounds") with its old r
 
 With ``--ab``, decode shapes (T <= 256) also time one-warp tiles that hold a whole list per thread
 (``decode_tiles``), and ``--tile`` adds any tile of the tree's kernel (``tile_arm``; one equal to the rule's
-is timed once). ``--huge`` (kernel v11) times the rule against the baseline kernel on its tile and the
-``--tile`` tiles only, at 16384-65536 tokens (``--tokens``: those instead). ``--warm I/N`` only
+is timed once). ``--huge`` (kernel v11) times the rule against the baseline kernel on its tile (and,
+since session 16, the same with step-ahead loads switched) and the ``--tile`` tiles only, at 16384-65536 tokens
+(``--tokens``: those instead; ``--prefetch-arms``: also the tree's kernel on the rule's tile with them switched). ``--warm I/N`` only
 compiles every N-th arm into Triton's cache; ``--jobs N`` runs N such processes first (session 9's
 scripts ran them from the shell), which turns minutes of one-by-one compiling on the GPU machine
 into one.
@@ -122,6 +123,9 @@ def ab_arms(call, baseline):
     params = set(baseline.arg_names)
     yield "baseline kernel, rule's tile", plan._replace(
         kernel=baseline, constexprs={k: v for k, v in c.items() if k in params})
+    if "PREFETCH" in params:
+        yield f"baseline kernel, rule's tile, prefetch={int(not c['PREFETCH'])}", plan._replace(
+            kernel=baseline, constexprs={**{k: v for k, v in c.items() if k in params}, "PREFETCH": not c["PREFETCH"]})
     if token_class(call.tokens) == LATENCY:  # decode tiles whose lanes each hold a whole list in one thread
         for lanes, rows in decode_tiles(call):
             if (lanes, rows, 1) != (c["LANES"], plan.rows, plan.num_warps):
@@ -190,7 +194,10 @@ def main():
     ap.add_argument("--huge", action="store_true",
                     help="with --ab: token counts 16384-65536 (the HUGE classes) for 64 to 512 experts and grouped "
                     "256 / 8 / 4 of 8 (--tokens: those counts instead); arms: the rule, the baseline kernel on its "
-                    "tile and the --tile tiles only")
+                    "tile (with and without step-ahead loads) and the --tile tiles only")
+    ap.add_argument("--prefetch-arms", action="store_true",
+                    help="with --ab --huge: also the rule's tile with step-ahead loads switched, by the tree's kernel "
+                    "(the baseline kernel's is timed with --huge anyway)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
     ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
     ap.add_argument("--experts", type=int, nargs="*", help="only shapes with these expert counts")
@@ -246,7 +253,8 @@ def main():
         if baseline is not None:
             arms = [(name, plan, inputs.bias) for name, plan in ab_arms(call, baseline)]
             if args.huge:  # the rule, and its tile run by the FILE's kernel
-                arms = [arm for arm in arms if arm[0] in ("rule", "baseline kernel, rule's tile")]
+                arms = [arm for arm in arms if arm[0] == "rule" or arm[0].startswith("baseline kernel, rule's tile")
+                        or (args.prefetch_arms and arm[0].startswith("rule's tile, prefetch="))]
             for spec in args.tile:
                 plan = tile_arm(call, spec)
                 if plan is None:
