@@ -253,22 +253,24 @@ def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: 
 
 @triton.jit
 def _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS: tl.constexpr, LANES: tl.constexpr,
-               CHUNK: tl.constexpr, GROUP: tl.constexpr, WORDS: tl.constexpr):
+               CHUNK: tl.constexpr, GROUP: tl.constexpr, WORDS: tl.constexpr, PREFETCH: tl.constexpr):
     """The bias of one step's experts ``expert`` [LANES, CHUNK, GROUP] as float32, ready to add to the step's
     logits [ROWS, LANES, CHUNK, GROUP].
 
-    Where the logits were read as words (``_step_load``), each thread reads the bias of its own lane's
-    experts itself, CHUNK 16-byte loads at the same addresses for every row (served by the L1 as one), laid
-    out as those logits are; otherwise one load of [LANES, CHUNK, GROUP] that the compiler spreads over the
-    rows' threads through shared memory (a barrier and a round trip each step).
+    One load of [LANES, CHUNK, GROUP], which the compiler spreads over the rows' threads through shared memory
+    (a store, a barrier and CHUNK 16-byte shared loads a step) — except on the lane-per-row word tile with
+    step-ahead loads (kernel v13), where the step's logits are in registers when the step begins and that
+    exchange would be all its step waits on: there each thread reads its experts' bias itself, CHUNK 16-byte
+    loads at addresses every row shares (the L1 serves a warp's as one), laid out as ``_step_load`` lays out
+    the logits. Without step-ahead loads that was no faster (NOTES.md v13).
     """
-    if WORDS and LANES == 1 and GROUP == 4 and kept is None and NUM_EXPERTS % (CHUNK * GROUP) == 0:
+    if WORDS and PREFETCH and LANES == 1 and GROUP == 4 and kept is None and NUM_EXPERTS % (CHUNK * GROUP) == 0:
         first = ((step * LANES + lane) * CHUNK)[None, :, None, None] * GROUP + tl.arange(0, GROUP)[None, None, None, :]
         every_row = tl.zeros_like(row_ok).to(tl.int32)[:, None, None, None]
         parts = ()
         for run in tl.static_range(CHUNK):
             parts = parts + (tl.load(bias_ptr + every_row + first + run * GROUP).to(tl.float32),)
-        for level in tl.static_range(5):  # runs side by side: [ROWS, LANES, 1, 4] -> [ROWS, LANES, CHUNK, 4]
+        for level in tl.static_range(5):  # runs side by side: [ROWS, 1, 1, 4] -> [ROWS, 1, CHUNK, 4]
             if (1 << level) < CHUNK:
                 joined = ()
                 for pair in tl.static_range(CHUNK >> (level + 1)):
@@ -304,7 +306,7 @@ def _side_by_side(first, second):
 @triton.jit
 def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-               GROUP: tl.constexpr, KEYS: tl.constexpr, WORDS: tl.constexpr):
+               GROUP: tl.constexpr, KEYS: tl.constexpr, WORDS: tl.constexpr, PREFETCH: tl.constexpr):
     """One step of a lane from its logits ``x`` (``_step_load``): CHUNK runs of GROUP experts -> their
     best keys, sorted descending [ROWS, LANES, CHUNK]. Experts of eliminated groups get key 0, below
     everything, like padding."""
@@ -313,7 +315,8 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
                                        LANES, CHUNK, GROUP)
     bias = None
     if bias_ptr is not None:
-        bias = _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS, LANES, CHUNK, GROUP, WORDS)
+        bias = _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS, LANES, CHUNK, GROUP, WORDS,
+                          PREFETCH)
     keys = _keys(x, bias, expert[None], present, offset, scale, KEYS, PADDED or kept is not None)
     if GROUP > 1:
         keys = tl.max(keys, axis=3)
@@ -348,7 +351,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
         x_next = _step_load(row_base, row_ok, lane, member, within, min(1, STEPS - 1), kept, NUM_EXPERTS,
                             GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
     best = _step_keys(x, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
-                      GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS)
+                      GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS, PREFETCH)
     for step in range(1, STEPS):
         if PREFETCH:
             x = x_next
@@ -361,7 +364,8 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
                           _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
-                                     NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS))
+                                     NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS,
+                                     PREFETCH))
     return _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
                           NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1)
 
@@ -467,7 +471,7 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         x = x.to(tl.float32)
         bias = None
         if bias_ptr is not None:
-            bias = _step_bias(bias_ptr, row_ok, lane, expert, step, None, NUM_EXPERTS, LANES, CHUNK, GROUP, WORDS)
+            bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
         choice = _finite_choice(x, _window_choice(x, bias))
         keys = tl.max(_window_key(choice, expert[None], None, offset, scale, False), axis=3)
         lists = lists + (tl.topk(keys, CHUNK, dim=2),)  # [ROWS, LANES, CHUNK], best first

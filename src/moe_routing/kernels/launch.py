@@ -189,6 +189,13 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> P
         # step-ahead loads (v6, v7; slower or no better on the four-lane tiles); flat rows, or grouped in
         # one pass (the two-pass stream masks by group)
         c["WORDS"] = True
+    if (c["WORDS"] and c["LANES"] == 1 and not call.grouped
+            and ((tclass == HUGE_64K and call.experts > 128) or tclass == HUGE_32K)):
+        # flat rows on the lane-per-row word tile: step-ahead loads, with which the kernel reads each step's
+        # bias per thread (v13, session 16: 256 / 8 at 65536 tokens 22.2 us against 22.8, 192 / 8 18.2 against
+        # 18.6, 128 / 8 at 32768 9.9 against 10.4 and at 49152 12.2 against 12.4; 128 / 8 at 65536 slower,
+        # 14.5 against 14.2, and so left without)
+        c["PREFETCH"] = True
     return plan._replace(constexprs=c)
 
 
