@@ -20,6 +20,7 @@ Prints one line per failing class and a summary.
 """
 
 import argparse
+import hashlib
 
 import parts as parts_module
 import torch
@@ -131,9 +132,35 @@ def class_label(call_args, name: str) -> str:
     return f"{experts}/{topk} {groups}:{kept} {scoring}{'' if biased else ' no bias'} {name}"
 
 
-def ok_line(call_args, name: str) -> str:
-    """The line ``--verbose`` prints for a class that passed (``--skip`` reads them back)."""
-    return f"ok {class_label(call_args, name)}"
+def fingerprint(key: tuple) -> str:
+    """A short name of a tile class itself (its label names only the first call met in it, and that call can
+    move to another class when the rule changes: session 16's step-ahead loads at 32768 tokens did)."""
+    return hashlib.sha1(repr(key).encode()).hexdigest()[:10]
+
+
+def ok_line(call_args, name: str, key: tuple) -> str:
+    """The line ``--verbose`` prints for a class that passed (``--skip`` reads them back), with its fingerprint."""
+    return f"ok {class_label(call_args, name)} [{fingerprint(key)}]"
+
+
+def passed_before(paths) -> tuple[set, set]:
+    """(fingerprints, labels) of the classes earlier runs' "ok" lines passed. Lines from before session 16 have
+    no fingerprint: they count by label, which is right only while the rule keeps each label's class."""
+    fingerprints, labels = set(), set()
+    for path in paths:
+        for line in open(path):
+            if line.startswith("ok "):
+                line = line.strip()
+                if line.endswith("]") and " [" in line:
+                    fingerprints.add(line.rsplit(" [", 1)[1][:-1])
+                else:
+                    labels.add(line)
+    return fingerprints, labels
+
+
+def matches(plan, where: list) -> bool:
+    """Whether the plan's constexprs have every ``NAME=VALUE`` of ``where`` (values compared as text)."""
+    return all(str(plan.constexprs.get(name)) == value for name, value in (w.split("=", 1) for w in where))
 
 
 def main():
@@ -153,12 +180,17 @@ def main():
                     help="leave out the classes earlier --verbose runs passed (their \"ok\" lines in FILE ...): the rest "
                          "of a run that a timeout cut; with --count, what no run has passed "
                          "(--count --skip benchmarks/results/plan_census_*.txt)")
+    ap.add_argument("--where", metavar="NAME=VALUE", action="append", default=[],
+                    help="only classes whose plan has this constexpr value (repeatable; e.g. --where LANES=1 "
+                         "--where WORDS=True --where PREFETCH=True: the classes a kernel change touched)")
     ap.add_argument("--count", action="store_true", help="only count the classes")
     args = ap.parse_args()
     classes = [c for c in census() if (not args.only or family(c[0]) in args.only)
-               and (not args.plans or c[2].startswith(args.plans))][args.offset::args.stride]
-    passed = {line.strip() for path in args.skip for line in open(path) if line.startswith("ok ")}
-    classes = [c for c in classes if ok_line(c[1], c[2]) not in passed][:args.limit]
+               and (not args.plans or c[2].startswith(args.plans)) and matches(c[3], args.where)]
+    classes = classes[args.offset::args.stride]
+    fingerprints, labels = passed_before(args.skip)
+    classes = [c for c in classes if fingerprint(c[0]) not in fingerprints
+               and f"ok {class_label(c[1], c[2])}" not in labels][:args.limit]
     if args.count:
         kinds = {}
         for key, *_ in classes:
@@ -172,7 +204,7 @@ def main():
     for key, call_args, name, plan in mine:
         failures = check(call_args, name, plan, device)
         if not failures and args.verbose:
-            print(ok_line(call_args, name), flush=True)
+            print(ok_line(call_args, name, key), flush=True)
         if failures:
             failed += 1
             print(f"FAILED {class_label(call_args, name)} {plan.name} rows={plan.rows} warps={plan.num_warps} "

@@ -192,7 +192,8 @@ def main():
     ap.add_argument("--no-bias", action="store_true",
                     help="with --ab: sigmoid without bias (beyond 512 experts ranked by the logits since v9)")
     ap.add_argument("--huge", action="store_true",
-                    help="with --ab: token counts 16384-65536 (the HUGE classes) for 64 to 512 experts and grouped "
+                    help="with --ab: token counts 16384-65536 (the HUGE classes) for 64 to 512 experts (every flat count with a "
+                    "lane-per-row word tile among them) and grouped "
                     "256 / 8 / 4 of 8 (--tokens: those counts instead); arms: the rule, the baseline kernel on its "
                     "tile (with and without step-ahead loads) and the --tile tiles only")
     ap.add_argument("--prefetch-arms", action="store_true",
@@ -234,7 +235,7 @@ def main():
         shapes = [Shape(e, k, t, bias=False) for e, k in ((256, 8), (128, 1), (1024, 8)) for t in (1, 128, 8192, 65536)]
     if args.ab and args.huge:
         counts = tuple(args.tokens or (16384, 32768, 49152, 65536))
-        rows = ((256, 8), (384, 8), (512, 8), (128, 8), (192, 8), (64, 6))
+        rows = ((256, 8), (384, 8), (512, 8), (128, 8), (160, 8), (192, 8), (224, 8), (64, 6))
         shapes = [Shape(e, k, t) for t in counts for e, k in rows]
         shapes += [Shape(256, 8, t, 8, 4) for t in counts]
     if args.ab and args.grouped:  # the grouped target shapes only and the HUGE class's lower counts, largest first
