@@ -145,3 +145,37 @@ def test_register_cap_only_on_the_measured_tile(monkeypatch):
     assert (256, 8, 8, 4, "huge 64k") in capped and all(name.startswith("huge 64k") for *_, name in capped)
     monkeypatch.setattr(torch.version, "hip", "6.2.0")
     assert capped_plans() == []
+
+
+@pytest.mark.parametrize("bias_dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("experts", [160, 256])
+def test_bias_read_per_thread_gives_the_shared_loads_bits(experts, bias_dtype):
+    """Kernel v13: the flat lane-per-row word tile with step-ahead loads (the rule's from 65536 tokens at 160 and
+    256 experts) reads each step's bias per thread; the same tile without them spreads one load over the warp
+    through shared memory. Both give the same bits for a bias of any float dtype (160 experts: an odd number of
+    steps, the last one reloading itself), and both match float64."""
+    from conftest import assert_fully_written, poisoned_out
+    from moe_routing.kernels import launch
+    from moe_routing.kernels.launch import HUGE_64K, choose_plan
+    from moe_routing.measure.verify import verify
+
+    tokens = 67 if ON_GPU else 5
+    logits = random_logits(tokens, experts, torch.bfloat16, seed=21)
+    logits[1, ::5] = float("nan")
+    logits[2, 3] = float("-inf")
+    logits[3, experts - 40:] = logits[3, :40]  # ties across the row's first and last steps
+    bias = random_bias(experts, bias_dtype, seed=22)
+    call = check_call(logits, 8, "sigmoid", bias, 1, 1, True, 2.5, None)
+    per_thread = choose_plan(call, HUGE_64K, wide_loads=True, biased=True)
+    c = per_thread.constexprs
+    assert c["WORDS"] and c["PREFETCH"] and c["LANES"] == 1 and c["GROUP"] == 4 and not c["ONE_PASS"]
+    shared = per_thread._replace(constexprs={**c, "PREFETCH": False})
+    results = []
+    for plan in (per_thread, shared):
+        weights, ids = poisoned_out(tokens, 8, logits.device)
+        launch(call, logits, bias, weights, ids, plan=plan)
+        assert_fully_written(weights, ids)
+        verdict = verify(weights, ids, logits, 8, correction_bias=bias, routed_scaling_factor=2.5)
+        assert verdict.ok, verdict
+        results.append((weights, ids))
+    assert torch.equal(results[0][1], results[1][1]) and torch.equal(results[0][0], results[1][0])

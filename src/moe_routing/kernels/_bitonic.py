@@ -66,7 +66,8 @@ Weights come from re-reading the K chosen logits and the sigmoid of ``_common``.
 
 Loads (chosen per tile by launch.py's rule): ``PREFETCH`` (v5) reads each step's logits one step ahead
 and the first step's before the bias window; ``WORDS`` (v5, v6) reads aligned 16-bit logits as 64-bit
-words. Both only change when values arrive, never which values are used.
+words; with both on a lane-per-row tile each thread also reads its step's bias itself (v13, ``_step_bias``).
+They only change when values arrive, never which values are used.
 """
 
 import torch

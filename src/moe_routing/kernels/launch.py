@@ -154,7 +154,7 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
     ``wide_loads``: the logits may be read as 64-bit words (``wide_loads_ok``); ``biased``: the call has
     a correction bias (softmax with a bias takes the rounds kernel).
 
-    Tiles from benchmarks/NOTES.md (v3 to v11: plan sweeps and A/B runs of sessions 5 to 13 on the H200).
+    Tiles from benchmarks/NOTES.md (v3 to v13: plan sweeps and A/B runs of sessions 5 to 16 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
@@ -192,9 +192,10 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> P
     if (c["WORDS"] and c["LANES"] == 1 and not call.grouped
             and ((tclass == HUGE_64K and call.experts > 128) or tclass == HUGE_32K)):
         # flat rows on the lane-per-row word tile: step-ahead loads, with which the kernel reads each step's
-        # bias per thread (v13, session 16: 256 / 8 at 65536 tokens 22.2 us against 22.8, 192 / 8 18.2 against
-        # 18.6, 128 / 8 at 32768 9.9 against 10.4 and at 49152 12.2 against 12.4; 128 / 8 at 65536 slower,
-        # 14.5 against 14.2, and so left without)
+        # bias per thread (v13, session 16, against v12: at 65536 tokens 160 / 8 15.56 us against 16.19,
+        # 192 / 8 18.32 against 18.74, 224 / 8 19.72 against 20.59, 256 / 8 22.48 against 22.97; at 32768
+        # 128 / 8 9.79 against 10.38, 160 / 8 10.82 against 12.26, 224 / 8 13.30 against 15.15; 128 / 8 at
+        # 65536 tokens was slower in two runs, 14.49-14.54 against 14.19-14.30, and is left without)
         c["PREFETCH"] = True
     return plan._replace(constexprs=c)
 
