@@ -240,13 +240,7 @@ def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: 
         for piece in tl.static_range(PIECES):
             parts = parts + (_unpack_words(tl.load(words_ptr + 2 * piece, mask=row_ok[:, None, None, None], other=0),
                                            row_base.dtype.element_ty),)
-        for level in tl.static_range(5):  # pieces side by side: [ROWS, LANES, 2, 4] -> [ROWS, LANES, CHUNK, 4]
-            if (1 << level) < PIECES:
-                joined = ()
-                for pair in tl.static_range(PIECES >> (level + 1)):
-                    joined = joined + (_side_by_side(parts[2 * pair], parts[2 * pair + 1]),)
-                parts = joined
-        return parts[0]
+        return _all_side_by_side(parts, PIECES)  # [ROWS, LANES, 2, 4] each -> [ROWS, LANES, CHUNK, 4]
     expert, present, read = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
                                           LANES, CHUNK, GROUP)
     return tl.load(row_base + expert[None], mask=read, other=0.0)
@@ -271,13 +265,7 @@ def _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS: tl.const
         parts = ()
         for run in tl.static_range(CHUNK):
             parts = parts + (tl.load(bias_ptr + every_row + first + run * GROUP).to(tl.float32),)
-        for level in tl.static_range(5):  # runs side by side: [ROWS, 1, 1, 4] -> [ROWS, 1, CHUNK, 4]
-            if (1 << level) < CHUNK:
-                joined = ()
-                for pair in tl.static_range(CHUNK >> (level + 1)):
-                    joined = joined + (_side_by_side(parts[2 * pair], parts[2 * pair + 1]),)
-                parts = joined
-        return parts[0]
+        return _all_side_by_side(parts, CHUNK)  # [ROWS, 1, 1, 4] each -> [ROWS, 1, CHUNK, 4]
     elif NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0:
         return tl.load(bias_ptr + expert, mask=expert < NUM_EXPERTS, other=0.0).to(tl.float32)[None]
     else:
@@ -294,6 +282,19 @@ def _unpack_words(words, dtype: tl.constexpr):
     even = tl.join(low.to(tl.int16).to(dtype, bitcast=True), high.to(tl.int16).to(dtype, bitcast=True))
     odd = tl.join((low >> 16).to(tl.int16).to(dtype, bitcast=True), (high >> 16).to(tl.int16).to(dtype, bitcast=True))
     return tl.reshape(tl.join(even, odd), (words.shape[0], words.shape[1], words.shape[3], 4))
+
+
+@triton.jit
+def _all_side_by_side(parts, COUNT: tl.constexpr):
+    """A tuple of COUNT (a power of two, at most 32) tensors [ROWS, LANES, N, 4] -> one [ROWS, LANES, COUNT * N, 4]
+    with them in order, joined pairwise by halving (register moves only)."""
+    for level in tl.static_range(5):
+        if (1 << level) < COUNT:
+            joined = ()
+            for pair in tl.static_range(COUNT >> (level + 1)):
+                joined = joined + (_side_by_side(parts[2 * pair], parts[2 * pair + 1]),)
+            parts = joined
+    return parts[0]
 
 
 @triton.jit
