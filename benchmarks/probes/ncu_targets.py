@@ -7,7 +7,7 @@ where N is the number of warm-up launches this script prints first (``warmup_lau
 only the timed launch of each shape, in the order given, is profiled. Caches are flushed between
 ncu's passes (its default), like the harness's rotating input sets — the instruction caches too: a kernel
 of large code (the unrolled one-pass grouped tile, ~100 KB) then shows "no instruction" stalls that graph
-replay, running it back to back, does not pay (NOTES.md v13: 38.9 µs under ncu, 33.4 with
+replay, running it back to back, does not pay (NOTES.md "v13 candidates": 38.9 µs under ncu, 33.4 with
 ``--cache-control none``, 27.9 replayed). Profile such kernels both ways before reading their fetch stalls.
 """
 

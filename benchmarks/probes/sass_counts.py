@@ -233,7 +233,7 @@ def path_mix(baseline: str | None = None) -> None:
 def weight_loads(baseline: str | None = None) -> None:
     """The weights' re-read of the K chosen logits in the rule's 256 / 8 plans (flat and 4 of 8 groups, every token
     class, aligned bf16 rows): how many 2-byte loads, and how many of them are issued before the first one's value
-    is used (1: one after another; NOTES.md v13), for the tree's kernel and for ``baseline``."""
+    is used (1: one after another; NOTES.md "v13 candidates"), for the tree's kernel and for ``baseline``."""
     for name, source in _versions(baseline):
         kernel = None if source is None else bitonic_kernel_from_source(source, f"bitonic_baseline_{abs(hash(source))}")
         for groups, kept, class_name, plan in _rule_plans_256():
