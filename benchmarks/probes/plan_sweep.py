@@ -121,11 +121,11 @@ def ab_arms(call, baseline):
             yield f"rule's tile, two passes, prefetch={int(prefetch)}", twin._replace(
                 constexprs={**twin.constexprs, "PREFETCH": prefetch})
     params = set(baseline.arg_names)
-    yield "baseline kernel, rule's tile", plan._replace(
-        kernel=baseline, constexprs={k: v for k, v in c.items() if k in params})
+    known = {k: v for k, v in c.items() if k in params}  # the baseline kernel's own constexprs
+    yield "baseline kernel, rule's tile", plan._replace(kernel=baseline, constexprs=known)
     if "PREFETCH" in params:
         yield f"baseline kernel, rule's tile, prefetch={int(not c['PREFETCH'])}", plan._replace(
-            kernel=baseline, constexprs={**{k: v for k, v in c.items() if k in params}, "PREFETCH": not c["PREFETCH"]})
+            kernel=baseline, constexprs={**known, "PREFETCH": not c["PREFETCH"]})
     if token_class(call.tokens) == LATENCY:  # decode tiles whose lanes each hold a whole list in one thread
         for lanes, rows in decode_tiles(call):
             if (lanes, rows, 1) != (c["LANES"], plan.rows, plan.num_warps):

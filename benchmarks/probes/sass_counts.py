@@ -3,6 +3,7 @@
 Run: python benchmarks/probes/sass_counts.py [--baseline FILE]    (prints instructions per thread and per
      logit by kind; with FILE, an earlier kernels/_bitonic.py, also its counts of v7's lane-merge tiles)
      python benchmarks/probes/sass_counts.py --path-mix [--baseline FILE]    (v12's per-logit counts)
+     python benchmarks/probes/sass_counts.py --bias-exchange [--baseline FILE]    (v13's shared-memory exchange)
 Uses the ptxas and cuobjdump that Triton's wheel carries; counts are the installed Triton's (the last
 lines name its version: run it under 3.6 and 3.8 to compare their layouts, NOTES.md v6).
 
@@ -150,21 +151,28 @@ def lane_merge_counts(baseline: str | None = None):
         print(f"lane merge, {name}: four-lane tile, registers {registers(four)}")
 
 
-def _compile(plan):
+def _compile(plan, register_cap: bool = False):
+    """The plan's kernel compiled for sm_90; ``register_cap``: with the plan's ``maxnreg`` as the launcher passes it
+    (the older counts here were made without it)."""
     signature = {**RUNTIME, **{name: "constexpr" for name in plan.constexprs}}
     attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): [["tt.divisibility", 16]]}
+    options = {"num_warps": plan.num_warps}
+    if register_cap and plan.maxnreg is not None:
+        options["maxnreg"] = plan.maxnreg
     return triton.compile(ASTSource(plan.kernel, signature, plan.constexprs, attrs),
-                          target=GPUTarget("cuda", 90, 32), options={"num_warps": plan.num_warps})
+                          target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def _resource_usage(compiled) -> str:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        return subprocess.run([str(BIN / "cuobjdump"), "-res-usage", f.name], capture_output=True, text=True).stdout
 
 
 def registers(plan) -> int:
     """Registers per thread that ptxas allocated for the plan's kernel."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(_compile(plan).asm["cubin"])
-        f.flush()
-        usage = subprocess.run([str(BIN / "cuobjdump"), "-res-usage", f.name], capture_output=True,
-                               text=True).stdout
-    return int(usage.split("REG:", 1)[1].split()[0])
+    return int(_resource_usage(_compile(plan)).split("REG:", 1)[1].split()[0])
 
 
 def count(plan, experts):
@@ -248,6 +256,33 @@ def weight_loads(baseline: str | None = None) -> None:
                   f"first use")
 
 
+def bias_exchange(baseline: str | None = None) -> None:
+    """Kernel v13: the rule's 256 / 8 plans (flat and 4 of 8 groups, aligned bf16 rows) from the MEDIUM class up, with
+    step-ahead loads as the rule has them and switched, compiled with the rule's register cap: instructions, the
+    shared-memory exchange's barriers, stores and loads, global loads, shuffles, registers and stack bytes, for the
+    tree's kernel and for ``baseline``."""
+    from moe_routing.kernels.launch import MEDIUM
+
+    for name, source in _versions(baseline):
+        kernel = None if source is None else bitonic_kernel_from_source(source, f"bitonic_baseline_{abs(hash(source))}")
+        for groups, kept, class_name, plan in _rule_plans_256(MEDIUM):
+            c = plan.constexprs
+            for prefetch in (c["PREFETCH"], not c["PREFETCH"]):
+                variant = plan._replace(constexprs={**c, "PREFETCH": prefetch})
+                if kernel is not None:
+                    variant = variant._replace(kernel=kernel)
+                compiled = _compile(variant, register_cap=True)
+                ops = collections.Counter((words[1] if words[0].startswith("@") else words[0]).split(".")[0]
+                                          for _, words in _instructions(_sass(compiled)))
+                usage = _resource_usage(compiled)
+                print(f"{name}: 256 / 8, {groups} groups, {kept} kept, {class_name:8s} (L{c['LANES']} R{plan.rows}"
+                      f"{' words' if c['WORDS'] else ''}{' onepass' if c['ONE_PASS'] else ''}, prefetch={int(prefetch)}"
+                      f"{' rule' if prefetch == c['PREFETCH'] else ''}): {sum(ops.values())} instructions, BAR "
+                      f"{ops['BAR']}, STS + STSM {ops['STS'] + ops['STSM']}, LDS {ops['LDS']}, LDG {ops['LDG']}, SHFL "
+                      f"{ops['SHFL']}, registers {usage.split('REG:', 1)[1].split()[0]}, stack "
+                      f"{usage.split('STACK:', 1)[1].split()[0]} B")
+
+
 if __name__ == "__main__":
     import argparse
 
@@ -263,7 +298,13 @@ if __name__ == "__main__":
                     "that kernel's; kernel v12)")
     ap.add_argument("--weight-loads", action="store_true", help="only the weights' re-read of the chosen logits: "
                     "its loads and how many are issued before the first use (with --baseline: that kernel's too; v13)")
+    ap.add_argument("--bias-exchange", action="store_true", help="only the step's bias exchange of the rule's 256 / 8 "
+                    "plans from the MEDIUM class up, with and without step-ahead loads (with --baseline: that "
+                    "kernel's too; v13)")
     args = ap.parse_args()
+    if args.bias_exchange:
+        bias_exchange(args.baseline)
+        raise SystemExit
     if args.weight_loads:
         weight_loads(args.baseline)
         raise SystemExit

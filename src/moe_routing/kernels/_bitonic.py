@@ -259,7 +259,8 @@ def _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS: tl.const
     loads at addresses every row shares (the L1 serves a warp's as one), laid out as ``_step_load`` lays out
     the logits. Without step-ahead loads that was no faster (NOTES.md v13).
     """
-    if WORDS and PREFETCH and LANES == 1 and GROUP == 4 and kept is None and NUM_EXPERTS % (CHUNK * GROUP) == 0:
+    # _step_load's word condition, on a lane per row
+    if WORDS and PREFETCH and LANES == 1 and GROUP == 4 and kept is None and NUM_EXPERTS % (LANES * CHUNK * GROUP) == 0:
         first = ((step * LANES + lane) * CHUNK)[None, :, None, None] * GROUP + tl.arange(0, GROUP)[None, None, None, :]
         every_row = tl.zeros_like(row_ok).to(tl.int32)[:, None, None, None]
         parts = ()
