@@ -26,6 +26,8 @@ SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     (1024, 24, 1, 1, "sigmoid", False), (256, 8, 1, 1, "sigmoid", False),
     # one pass, steps of two groups over two lanes each, without bias (the groups' largest s; kernel v10)
     (128, 4, 2, 1, "sigmoid", False),
+    # flat rows of one step on the four-lane tiles with step-ahead loads: the step's load before the window (v14)
+    (128, 8, 1, 1, "sigmoid", True),
 ]
 
 

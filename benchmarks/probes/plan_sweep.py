@@ -1,7 +1,7 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
 Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --wide-topk |
-     --ab FILE [--no-bias | --grouped | --huge [--prefetch-arms]]] [--tokens T ...] [--experts E ...] [--tile SPEC ...]
+     --ab FILE [--no-bias | --grouped | --huge [--prefetch-arms] [--softmax]]] [--tokens T ...] [--experts E ...] [--tile SPEC ...]
      [--jobs N | --warm I/N]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
@@ -19,13 +19,15 @@ With ``--ab``, decode shapes (T <= 256) also time one-warp tiles that hold a who
 (``decode_tiles``), and ``--tile`` adds any tile of the tree's kernel (``tile_arm``; one equal to the rule's
 is timed once). ``--huge`` (kernel v11) times the rule against the baseline kernel on its tile (and,
 since session 16, the same with step-ahead loads switched) and the ``--tile`` tiles only, at 16384-65536 tokens
-(``--tokens``: those instead; ``--prefetch-arms``: also the tree's kernel on the rule's tile with them switched). ``--warm I/N`` only
+(``--tokens``: those instead; ``--prefetch-arms``: also the tree's kernel on the rule's tile with them switched;
+``--softmax``: its flat shapes with softmax scoring and no bias, as Qwen3-MoE and Mixtral route). ``--warm I/N`` only
 compiles every N-th arm into Triton's cache; ``--jobs N`` runs N such processes first (session 9's
 scripts ran them from the shell), which turns minutes of one-by-one compiling on the GPU machine
 into one.
 """
 
 import argparse
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -189,6 +191,8 @@ def main():
     ap.add_argument("--wide-topk", action="store_true",
                     help="K = 32 (1024 and 256 experts): tiles of 32-key lists against kernel v1; 512 / 20 "
                     "grouped (8 groups, 4 kept): one pass against two")
+    ap.add_argument("--softmax", action="store_true",
+                    help="with --ab --huge: its flat shapes with softmax scoring and no bias (Qwen3-MoE, Mixtral)")
     ap.add_argument("--no-bias", action="store_true",
                     help="with --ab: sigmoid without bias (beyond 512 experts ranked by the logits since v9)")
     ap.add_argument("--huge", action="store_true",
@@ -240,6 +244,8 @@ def main():
         shapes += [Shape(256, 8, t, 8, 4) for t in counts]
     if args.ab and args.grouped:  # the grouped target shapes only and the HUGE class's lower counts, largest first
         shapes = [Shape(256, 8, t, 8, 4) for t in (65536, 32768, 16384, 8192, 2048, 128, 1)]
+    if args.ab and args.huge and args.softmax:
+        shapes = [dataclasses.replace(shape, scoring="softmax", bias=False) for shape in shapes if shape.groups == 1]
     if args.tokens:
         shapes = [shape for shape in shapes if shape.tokens in args.tokens]
     if args.experts:
