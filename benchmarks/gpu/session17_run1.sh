@@ -3,8 +3,8 @@
 # 2048-16383 tokens: `_step_bias` loads `bias_ptr + every_row + expert[None]`, the rows' common addresses laid out
 # as the logits; an uncommitted edit of the tree, switched by BIAS_PER_THREAD: NOTES.md v14) against kernel v13
 # (HEAD's file), with step-ahead loads both ways. Static counts (sass_counts.py --bias-exchange --baseline FILE):
-# L4 R8 (4096-16383 tokens) loses 5 barriers and 24 shared loads for +72 instructions; L4 R4 (2048) gains 1424 instructions; grouped one pass L4 R8
-# loses 4 barriers and 8 shared loads (-48 instructions), L4 R4 +704 instructions.
+# L4 R8 (4096-16383 tokens) loses 5 barriers and 24 shared loads for +72 instructions; L4 R4 (2048) gains 1424
+# instructions; grouped one pass L4 R8 loses 4 barriers and 8 shared loads (-48 instructions), L4 R4 +704 instructions.
 # Prediction: L4 R8 flat 0-3% faster (one-warp programs: a barrier only waits for the warp's own shared stores,
 # the exchange is a few short round trips per step); L4 R4 (2048) slower; grouped L4 R8 0-2% faster.
 set -o pipefail
