@@ -189,13 +189,17 @@ def main():
                and (not args.plans or c[2].startswith(args.plans)) and matches(c[3], args.where)]
     classes = classes[args.offset::args.stride]
     fingerprints, labels = passed_before(args.skip)
-    classes = [c for c in classes if fingerprint(c[0]) not in fingerprints
-               and f"ok {class_label(c[1], c[2])}" not in labels][:args.limit]
+    unseen = [c for c in classes if fingerprint(c[0]) not in fingerprints]
+    classes = [c for c in unseen if f"ok {class_label(c[1], c[2])}" not in labels][:args.limit]
     if args.count:
         kinds = {}
         for key, *_ in classes:
             kinds[family(key)] = kinds.get(family(key), 0) + 1
         print(f"{len(classes)} tile classes: {kinds}")
+        if args.skip:  # the trap session 17 met: classes a rule change made, wearing an old run's label
+            print(f"({len(unseen) - len(classes)} more counted as passed by label only, from runs before session "
+                  f"16: a rule change since then can have given those labels to new classes; run what a change "
+                  f"touched with --where, which --skip of fingerprinted files only then counts exactly)")
         return
     part, parts = parts_module.my_part(args)
     device = "cuda" if torch.cuda.is_available() else "cpu"
