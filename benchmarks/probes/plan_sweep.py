@@ -1,8 +1,8 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
 Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --wide-topk |
-     --ab FILE [--no-bias | --grouped | --huge [--prefetch-arms] [--softmax]]] [--tokens T ...] [--experts E ...] [--tile SPEC ...]
-     [--jobs N | --warm I/N]
+     --ab FILE [--no-bias | --grouped | --huge [--prefetch-arms] [--softmax]]] [--tokens T ...] [--experts E ...]
+     [--tile SPEC ...] [--jobs N | --warm I/N]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
 ``--ab FILE`` compares kernel versions instead of tiles, at the issue's target shapes: the rule's plan
@@ -20,8 +20,8 @@ With ``--ab``, decode shapes (T <= 256) also time one-warp tiles that hold a who
 is timed once). ``--huge`` (kernel v11) times the rule against the baseline kernel on its tile (and,
 since session 16, the same with step-ahead loads switched) and the ``--tile`` tiles only, at 16384-65536 tokens
 (``--tokens``: those instead; ``--prefetch-arms``: also the tree's kernel on the rule's tile with them switched;
-``--softmax``: its flat shapes with softmax scoring and no bias, as Qwen3-MoE and Mixtral route). ``--warm I/N`` only
-compiles every N-th arm into Triton's cache; ``--jobs N`` runs N such processes first (session 9's
+``--softmax``: its flat shapes with softmax scoring and no bias, as Qwen3-MoE and Mixtral route). ``--warm I/N``
+only compiles every N-th arm into Triton's cache; ``--jobs N`` runs N such processes first (session 9's
 scripts ran them from the shell), which turns minutes of one-by-one compiling on the GPU machine
 into one.
 """
