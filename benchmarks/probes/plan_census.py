@@ -148,13 +148,14 @@ def passed_before(paths) -> tuple[set, set]:
     no fingerprint: they count by label, which is right only while the rule keeps each label's class."""
     fingerprints, labels = set(), set()
     for path in paths:
-        for line in open(path):
-            if line.startswith("ok "):
-                line = line.strip()
-                if line.endswith("]") and " [" in line:
-                    fingerprints.add(line.rsplit(" [", 1)[1][:-1])
-                else:
-                    labels.add(line)
+        with open(path) as lines:
+            for line in lines:
+                if line.startswith("ok "):
+                    line = line.strip()
+                    if line.endswith("]") and " [" in line:
+                        fingerprints.add(line.rsplit(" [", 1)[1][:-1])
+                    else:
+                        labels.add(line)
     return fingerprints, labels
 
 

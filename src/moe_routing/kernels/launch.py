@@ -210,8 +210,8 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
     run = 4 if not call.grouped or call.group_size % 4 == 0 else 1  # runs must not straddle groups
     whole_row = triton.next_power_of_2(call.num_groups)  # the group stage reads a whole row at once
     # step-ahead loads (v5) where they measured faster: decode sizes, short rows, long rows of more than
-    # 256 experts below the HUGE class, (v7's lane merge) 256 experts in the LARGE class, and (v14) flat
-    # rows of up to 256 experts on the four-lane tiles (2048-16383 tokens: 128 / 8 at 8192 5.01 us
+    # 256 experts below the HUGE class, (v7's lane merge) 256 experts in the LARGE class (grouped too), and
+    # (v14) flat rows of up to 256 experts on the four-lane tiles (2048-16383 tokens: 128 / 8 at 8192 5.01 us
     # against 5.39, 160-224 / 8 4-8% faster at 4096-8192, within drift at 12288, 256 / 8 at 3072 4.40
     # against 4.61; a 128-expert row is one step, whose load then overlaps the bias window); slower or no
     # better elsewhere (benchmarks/NOTES.md v5, v7, v14)
