@@ -54,7 +54,8 @@ def route_every_plan(logits, topk, **kwargs):
                       kwargs.get("routed_scaling_factor", 1.0), None)
     results = {}
     biased = kwargs.get("correction_bias") is not None
-    for tclass, plan in all_plans(call, wide_loads_ok(logits, logits.stride(0)), biased).items():
+    float32_logits = logits.dtype == torch.float32
+    for tclass, plan in all_plans(call, wide_loads_ok(logits, logits.stride(0)), biased, float32_logits).items():
         same = next((name for name, (earlier, _, _) in results.items() if _same_code(earlier, plan)), None)
         if same is not None:  # classes that share a plan run it once (the interpreter is slow)
             results[tclass] = results[same]

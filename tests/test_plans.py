@@ -28,6 +28,9 @@ SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     (128, 4, 2, 1, "sigmoid", False),
     # flat rows of one step on the four-lane tiles with step-ahead loads: the step's load before the window (v14)
     (128, 8, 1, 1, "sigmoid", True),
+    # flat rows that two lanes cannot read as whole word steps: the lane-per-row word tile with step-ahead loads
+    # from 16384 tokens (v15), five steps a row
+    (160, 8, 1, 1, "sigmoid", True),
 ]
 
 
@@ -40,6 +43,19 @@ def test_every_plan_matches_float64(experts, topk, groups, topk_group, scoring, 
     bias = random_bias(experts, seed=experts) if with_bias else None
     results = route_every_plan(logits, topk, scoring_func=scoring, correction_bias=bias, num_expert_group=groups,
                                topk_group=topk_group, routed_scaling_factor=2.5)
+    assert_plans_agree(results)
+
+
+def test_float32_rows_every_plan():
+    """float32 logits have plans of their own from 4096 tokens (kernel v16: the four-lane tiles without
+    step-ahead loads for 256 experts and more): every plan of the float32 rule against float64."""
+    tokens = 67 if ON_GPU else 5
+    logits = random_logits(tokens, 384, torch.float32, seed=384)
+    logits[1, ::7] = float("nan")
+    logits[2] = float("-inf")
+    bias = random_bias(384, seed=385)
+    results = route_every_plan(logits, 8, correction_bias=bias, routed_scaling_factor=2.5)
+    assert not results["large"][0].constexprs["PREFETCH"]  # the float32 rule's plan was the one run
     assert_plans_agree(results)
 
 

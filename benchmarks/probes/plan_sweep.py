@@ -1,8 +1,8 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
 Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --wide-topk |
-     --ab FILE [--no-bias | --grouped | --huge [--prefetch-arms] [--softmax]]] [--tokens T ...] [--experts E ...]
-     [--tile SPEC ...] [--jobs N | --warm I/N]
+     --ab FILE [--no-bias | --grouped | --huge [--prefetch-arms] [--softmax] [--float32] [--topk K]]]
+     [--tokens T ...] [--experts E ...] [--tile SPEC ...] [--jobs N | --warm I/N]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
 ``--ab FILE`` compares kernel versions instead of tiles, at the issue's target shapes: the rule's plan
@@ -20,10 +20,10 @@ With ``--ab``, decode shapes (T <= 256) also time one-warp tiles that hold a who
 is timed once). ``--huge`` (kernel v11) times the rule against the baseline kernel on its tile (and,
 since session 16, the same with step-ahead loads switched) and the ``--tile`` tiles only, at 16384-65536 tokens
 (``--tokens``: those instead; ``--prefetch-arms``: also the tree's kernel on the rule's tile with them switched;
-``--softmax``: its flat shapes with softmax scoring and no bias, as Qwen3-MoE and Mixtral route). ``--warm I/N``
-only compiles every N-th arm into Triton's cache; ``--jobs N`` runs N such processes first (session 9's
-scripts ran them from the shell), which turns minutes of one-by-one compiling on the GPU machine
-into one.
+``--softmax``: its flat shapes with softmax scoring and no bias, as Qwen3-MoE and Mixtral route; ``--float32``: with
+float32 logits; ``--topk K``: with that K). ``--warm I/N`` only compiles every N-th arm into Triton's cache; ``--jobs N`` runs N
+such processes first (session 9's scripts ran them from the shell), which turns minutes of one-by-one compiling
+on the GPU machine into one.
 """
 
 import argparse
@@ -41,7 +41,7 @@ from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
 from moe_routing.kernels.launch import (HUGE, LARGE, LATENCY, SMALL, bitonic_chunk, bitonic_plan, one_pass_ok,
-                                        rounds_plan, token_class, two_passes, words_ok)
+                                        rounds_plan, token_class, two_passes, wide_loads_ok, words_ok)
 from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
 
 GRID = {  # (lanes, rows, warps, group) per token class; the LARGE entry serves HUGE too
@@ -104,11 +104,12 @@ def load_kernel_file(path: str):
     return bitonic_kernel_from_source(Path(path).read_text(), "bitonic_baseline")
 
 
-def ab_arms(call, baseline):
+def ab_arms(call, baseline, wide_loads=True, biased=True, float32_logits=False):
     """The rule's plan; the same tile with the step-ahead loads switched, without word loads where it has
     them, and in two passes where it has one; and the rule's tile run by the baseline kernel (its own
-    constexprs)."""
-    plan = choose_plan(call, wide_loads=True)  # the bench's logits are aligned bf16 rows
+    constexprs). ``wide_loads``: the logits are aligned 16-bit rows (the bench's bf16 ones are; float32
+    rows are not); ``biased``: the call has a correction bias; ``float32_logits``: float32 rows."""
+    plan = choose_plan(call, wide_loads=wide_loads, biased=biased, float32_logits=float32_logits)
     yield "rule", plan
     if plan.name != "bitonic":
         return
@@ -203,6 +204,9 @@ def main():
     ap.add_argument("--prefetch-arms", action="store_true",
                     help="with --ab --huge: also the rule's tile with step-ahead loads switched, by the tree's kernel "
                     "(the baseline kernel's is timed with --huge anyway)")
+    ap.add_argument("--float32", action="store_true",
+                    help="with --ab --huge: its flat shapes with float32 logits (no word loads: 16-bit only)")
+    ap.add_argument("--topk", type=int, help="with --ab --huge: this K for its flat rows instead of theirs (6 or 8)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm (--ab: 3)")
     ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
     ap.add_argument("--experts", type=int, nargs="*", help="only shapes with these expert counts")
@@ -240,12 +244,14 @@ def main():
     if args.ab and args.huge:
         counts = tuple(args.tokens or (16384, 32768, 49152, 65536))
         rows = ((256, 8), (384, 8), (512, 8), (128, 8), (160, 8), (192, 8), (224, 8), (64, 6))
-        shapes = [Shape(e, k, t) for t in counts for e, k in rows]
+        shapes = [Shape(e, args.topk or k, t) for t in counts for e, k in rows]
         shapes += [Shape(256, 8, t, 8, 4) for t in counts]
     if args.ab and args.grouped:  # the grouped target shapes only and the HUGE class's lower counts, largest first
         shapes = [Shape(256, 8, t, 8, 4) for t in (65536, 32768, 16384, 8192, 2048, 128, 1)]
     if args.ab and args.huge and args.softmax:
         shapes = [dataclasses.replace(shape, scoring="softmax", bias=False) for shape in shapes if shape.groups == 1]
+    if args.ab and args.huge and args.float32:
+        shapes = [dataclasses.replace(shape, dtype=torch.float32) for shape in shapes if shape.groups == 1]
     if args.tokens:
         shapes = [shape for shape in shapes if shape.tokens in args.tokens]
     if args.experts:
@@ -258,7 +264,9 @@ def main():
         call = check_call(inputs.logits[0], shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group,
                           True, shape.scale, None)
         if baseline is not None:
-            arms = [(name, plan, inputs.bias) for name, plan in ab_arms(call, baseline)]
+            wide = wide_loads_ok(inputs.logits[0], inputs.logits[0].stride(0))
+            arms = [(name, plan, inputs.bias) for name, plan in ab_arms(
+                call, baseline, wide, inputs.bias is not None, inputs.logits[0].dtype == torch.float32)]
             if args.huge:  # the rule, and its tile run by the FILE's kernel
                 arms = [arm for arm in arms if arm[0] == "rule" or arm[0].startswith("baseline kernel, rule's tile")
                         or (args.prefetch_arms and arm[0].startswith("rule's tile, prefetch="))]

@@ -149,23 +149,25 @@ def wide_loads_ok(logits: torch.Tensor, stride: int) -> bool:
     return logits.element_size() == 2 and logits.data_ptr() % 16 == 0 and stride % 16 == 0
 
 
-def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool = False, biased: bool = False) -> Plan:
+def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool = False, biased: bool = False,
+                float32_logits: bool = False) -> Plan:
     """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly);
     ``wide_loads``: the logits may be read as 64-bit words (``wide_loads_ok``); ``biased``: the call has
-    a correction bias (softmax with a bias takes the rounds kernel).
+    a correction bias (softmax with a bias takes the rounds kernel); ``float32_logits``: the logits are
+    float32 (a step loaded ahead holds twice the registers of a 16-bit one).
 
     Tiles from benchmarks/NOTES.md (v3 to v13: plan sweeps and A/B runs of sessions 5 to 16 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
     if bitonic_supported(call, biased):  # every token class, so that a row's result never depends on T
-        return _bitonic_rule(call, tclass, wide_loads)
+        return _bitonic_rule(call, tclass, wide_loads, float32_logits)
     if call.grouped and tclass >= HUGE:
         return rounds_plan(call, tclass, 8, 8)
     return rounds_plan(call, tclass)
 
 
-def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> Plan:
+def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, float32_logits: bool = False) -> Plan:
     """The bitonic kernel's tile, and one read of the row for grouped routing wherever the tile allows it
     (``one_pass_ok``, kernel v6), word loads where aligned (v5-v7); benchmarks/NOTES.md."""
     plan = _bitonic_tile(call, tclass)
@@ -190,13 +192,33 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False) -> P
         # one pass (the two-pass stream masks by group)
         c["WORDS"] = True
     if (c["WORDS"] and c["LANES"] == 1 and not call.grouped
-            and ((tclass == HUGE_64K and call.experts > 128) or tclass == HUGE_32K)):
+            and ((tclass == HUGE_64K and call.experts > 128) or tclass == HUGE_32K
+                 or (tclass == HUGE and c["CHUNK"] == 8))):
         # flat rows on the lane-per-row word tile: step-ahead loads, with which the kernel reads each step's
         # bias per thread (v13, session 16, against v12: at 65536 tokens 160 / 8 15.56 us against 16.19,
         # 192 / 8 18.32 against 18.74, 224 / 8 19.72 against 20.59, 256 / 8 22.48 against 22.97; at 32768
         # 128 / 8 9.79 against 10.38, 160 / 8 10.82 against 12.26, 224 / 8 13.30 against 15.15; 128 / 8 at
-        # 65536 tokens was slower in two runs, 14.49-14.54 against 14.19-14.30, and is left without)
+        # 65536 tokens was slower in two runs, 14.49-14.54 against 14.19-14.30, and is left without), and
+        # (v15) in the HUGE class too for lists of 8 keys, where rows that two lanes cannot read as whole word
+        # steps take this tile (160 / 8 at 16384-28672 tokens 8.87-10.47 us against 9.79-11.67, 224 / 8
+        # 10.78-12.86 against 11.82-14.54; softmax 2-4% faster; 192 / 16 mixed: 6% faster at 16384, 3% slower
+        # at 28672)
         c["PREFETCH"] = True
+    if (c["WORDS"] and c["LANES"] == 2 and not call.grouped and call.experts == 256 and tclass == HUGE
+            and c["CHUNK"] == 8 and not call.softmax):
+        # 256 experts, sigmoid, K <= 8 on the flat two-lane word tile below 32768 tokens: step-ahead loads
+        # (v15: 9.12-12.99 us against 9.64-13.25 at 16384-28672 tokens). Slower or mixed elsewhere: at 32768,
+        # with softmax (1%), with lists of 16 keys (3-10%), and for 128 and 192 experts (faster at
+        # 16384-20480 tokens, slower at 24576-28672)
+        c["PREFETCH"] = True
+    if (float32_logits and not call.grouped and call.experts >= 256 and c["LANES"] == 4 and c["CHUNK"] == 8
+            and tclass in (LARGE, HUGE)):
+        # float32 rows of 256 experts and more, K <= 8, on the four-lane tile from 4096 to 32767 tokens: no
+        # step-ahead loads (v16: a step loaded ahead holds twice the registers of a 16-bit one; 384 / 8 at
+        # 12288 tokens 10.99 us against 13.96, 512 / 8 at 16384 16.34 against 19.76, 256 / 8 at 8192 7.48
+        # against 7.65; the 16-bit measurements of v5, v7, v11 and v14 chose them. At 2048 tokens they still
+        # pay, 384 / 8 4.92 against 5.39, and for 128 experts, 5.49 against 5.72 at 8192)
+        c["PREFETCH"] = False
     return plan._replace(constexprs=c)
 
 
@@ -253,13 +275,14 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
     return bitonic_plan(call, 4, 8, 1, run, whole_row, prefetch)
 
 
-def all_plans(call: RoutingCall, wide_loads: bool = False, biased: bool = False) -> dict[str, Plan]:
+def all_plans(call: RoutingCall, wide_loads: bool = False, biased: bool = False,
+              float32_logits: bool = False) -> dict[str, Plan]:
     """Every plan the rule can choose for this call's shape, by token class (for tests); with
     ``wide_loads`` (aligned 16-bit logits) also the plans it chooses for unaligned ones; ``biased``: the
-    call has a correction bias."""
+    call has a correction bias; ``float32_logits``: the plans for float32 logits."""
     plans = {}
     for tclass, name in enumerate(CLASS_NAMES):
-        plans[name] = choose_plan(call, tclass, wide_loads, biased)
+        plans[name] = choose_plan(call, tclass, wide_loads, biased, float32_logits)
         unaligned = choose_plan(call, tclass, biased=biased) if wide_loads else plans[name]
         if unaligned != plans[name]:
             plans[f"{name}, unaligned"] = unaligned
@@ -374,7 +397,8 @@ def launch(
             with torch.cuda.device(index):
                 return launch(call, logits, bias, weights, ids)
 
-    plan = plan or choose_plan(call, wide_loads=wide_loads_ok(logits, stride), biased=bias is not None)
+    plan = plan or choose_plan(call, wide_loads=wide_loads_ok(logits, stride), biased=bias is not None,
+                               float32_logits=logits.dtype == torch.float32)
     options = {} if plan.maxnreg is None else {"maxnreg": plan.maxnreg}  # ROCm's Triton refuses the option
     compiled = plan.kernel[(triton.cdiv(call.tokens, plan.rows),)](
         logits, bias, stride,
