@@ -156,7 +156,7 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
     a correction bias (softmax with a bias takes the rounds kernel); ``float32_logits``: the logits are
     float32 (a step loaded ahead holds twice the registers of a 16-bit one).
 
-    Tiles from benchmarks/NOTES.md (v3 to v13: plan sweeps and A/B runs of sessions 5 to 16 on the H200).
+    Tiles from benchmarks/NOTES.md (v3 to v16: plan sweeps and A/B runs of sessions 5 to 18 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
