@@ -1,6 +1,7 @@
 """Every tile class the rule can choose, run once on this machine and judged against float64.
 
-Run: python benchmarks/probes/plan_census.py [--jobs N] [--limit N]     (GPU; the interpreter runs it, slowly)
+Run: python benchmarks/probes/plan_census.py [--jobs N] [--limit N] [--float32]   (GPU; the interpreter runs it,
+     slowly; --float32: float32 rows, whose plans differ since kernel v16 and whose kernels compile apart)
      python benchmarks/probes/plan_census.py --count --skip benchmarks/results/plan_census_*.txt
          (the classes no recorded run has passed, by family; give the same --skip to a run to take only those.
          A line counts whatever kernel version wrote it: the file names say which)
@@ -35,6 +36,7 @@ EXPERTS = (32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 1024)
 GROUPINGS = ((1, 1), (2, 1), (4, 1), (4, 2), (8, 3), (8, 4), (16, 4), (64, 8))
 TOPKS = (1, 2, 4, 6, 8, 9, 12, 16, 17, 20, 24, 32)
 SCORINGS = (("sigmoid", True), ("sigmoid", False), ("softmax", False))
+DTYPES = {False: torch.bfloat16, True: torch.float32}  # the logits' dtype, by --float32
 SIZES = ("TOPK", "NUM_EXPERTS", "TOPK_GROUP", "NUM_GROUPS", "GROUP_SIZE", "BLOCK_EXPERTS")
 
 
@@ -64,8 +66,9 @@ def family(key: tuple) -> str:
     return "one-pass" if key[5] else "two-pass"
 
 
-def census():
-    """[(tile class, call arguments, plan name, plan)], first call of each class."""
+def census(float32: bool = False):
+    """[(tile class, call arguments, plan name, plan)], first call of each class; ``float32``: the plans the rule
+    chooses for float32 logits (kernel v16), whose classes are keyed apart (the kernels compile for float32)."""
     seen = {}
     for experts in EXPERTS:
         for groups, kept in GROUPINGS:
@@ -77,16 +80,17 @@ def census():
                 for scoring, biased in SCORINGS:
                     args = (experts, topk, scoring, biased, groups, kept)
                     try:
-                        call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), topk, scoring,
+                        call = check_call(torch.zeros(1, experts, dtype=DTYPES[float32]), topk, scoring,
                                           torch.zeros(experts) if biased else None, groups, kept, True, 1.0, None)
                     except (ValueError, TypeError):
                         continue
-                    for name, plan in all_plans(call, True, biased).items():
-                        seen.setdefault(tile_class(call, plan, biased), (args, name, plan))
+                    for name, plan in all_plans(call, not float32, biased, float32).items():
+                        key = tile_class(call, plan, biased) + (("float32",) if float32 else ())
+                        seen.setdefault(key, (args, name, plan))
     return [(key, *value) for key, value in seen.items()]
 
 
-def inputs(experts, groups, tokens, device, seed):
+def inputs(experts, groups, tokens, device, seed, dtype=torch.bfloat16):
     gen = torch.Generator().manual_seed(seed)
     logits = torch.randn(tokens, experts, generator=gen) * 2
     size = experts // groups
@@ -96,14 +100,14 @@ def inputs(experts, groups, tokens, device, seed):
     if groups > 1:
         logits[3, :size] = logits[3, size:2 * size]  # two groups with the same values
     bias = torch.randn(experts, generator=gen) * 0.5
-    return logits.to(torch.bfloat16).to(device), bias.to(device)
+    return logits.to(dtype).to(device), bias.to(device)
 
 
-def check(args, name, plan, device):
+def check(args, name, plan, device, dtype=torch.bfloat16):
     """Failure descriptions of one plan (empty when every run is right)."""
     experts, topk, scoring, biased, groups, kept = args
     tokens = 2 * plan.rows + 3
-    logits, bias = inputs(experts, groups, tokens, device, experts * 131 + topk)
+    logits, bias = inputs(experts, groups, tokens, device, experts * 131 + topk, dtype)
     failures = []
     for shift in ((0.0, 8.0) if biased and scoring == "sigmoid" else (None,)):
         b = None if shift is None else bias + shift
@@ -126,10 +130,11 @@ def check(args, name, plan, device):
     return failures
 
 
-def class_label(call_args, name: str) -> str:
+def class_label(call_args, name: str, float32: bool = False) -> str:
     """A class as the census prints it: its first call's sizes and the all_plans name it was met as."""
     experts, topk, scoring, biased, groups, kept = call_args
-    return f"{experts}/{topk} {groups}:{kept} {scoring}{'' if biased else ' no bias'} {name}"
+    dtype = " float32" if float32 else ""
+    return f"{experts}/{topk} {groups}:{kept} {scoring}{'' if biased else ' no bias'} {name}{dtype}"
 
 
 def fingerprint(key: tuple) -> str:
@@ -138,9 +143,9 @@ def fingerprint(key: tuple) -> str:
     return hashlib.sha1(repr(key).encode()).hexdigest()[:10]
 
 
-def ok_line(call_args, name: str, key: tuple) -> str:
+def ok_line(call_args, name: str, key: tuple, float32: bool = False) -> str:
     """The line ``--verbose`` prints for a class that passed (``--skip`` reads them back), with its fingerprint."""
-    return f"ok {class_label(call_args, name)} [{fingerprint(key)}]"
+    return f"ok {class_label(call_args, name, float32)} [{fingerprint(key)}]"
 
 
 def passed_before(paths) -> tuple[set, set]:
@@ -185,13 +190,15 @@ def main():
                     help="only classes whose plan has this constexpr value (repeatable; e.g. --where LANES=1 "
                          "--where WORDS=True --where PREFETCH=True: the classes a kernel change touched)")
     ap.add_argument("--count", action="store_true", help="only count the classes")
+    ap.add_argument("--float32", action="store_true", help="float32 logits: the classes of the plans the rule "
+                    "chooses for them (kernel v16; the default is bf16 rows)")
     args = ap.parse_args()
-    classes = [c for c in census() if (not args.only or family(c[0]) in args.only)
+    classes = [c for c in census(args.float32) if (not args.only or family(c[0]) in args.only)
                and (not args.plans or c[2].startswith(args.plans)) and matches(c[3], args.where)]
     classes = classes[args.offset::args.stride]
     fingerprints, labels = passed_before(args.skip)
     unseen = [c for c in classes if fingerprint(c[0]) not in fingerprints]
-    classes = [c for c in unseen if f"ok {class_label(c[1], c[2])}" not in labels][:args.limit]
+    classes = [c for c in unseen if f"ok {class_label(c[1], c[2], args.float32)}" not in labels][:args.limit]
     if args.count:
         kinds = {}
         for key, *_ in classes:
@@ -207,12 +214,12 @@ def main():
     mine = classes[part::parts]
     failed = 0
     for key, call_args, name, plan in mine:
-        failures = check(call_args, name, plan, device)
+        failures = check(call_args, name, plan, device, DTYPES[args.float32])
         if not failures and args.verbose:
-            print(ok_line(call_args, name, key), flush=True)
+            print(ok_line(call_args, name, key, args.float32), flush=True)
         if failures:
             failed += 1
-            print(f"FAILED {class_label(call_args, name)} {plan.name} rows={plan.rows} warps={plan.num_warps} "
+            print(f"FAILED {class_label(call_args, name, args.float32)} {plan.name} rows={plan.rows} warps={plan.num_warps} "
                   f"{dict(plan.constexprs)}: {'; '.join(failures)}", flush=True)
     print(f"part {part}/{parts}: {len(mine)} tile classes run, {failed} failed", flush=True)
 
