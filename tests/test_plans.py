@@ -7,7 +7,8 @@ tests force the plan of every token class onto small batches.
 import pytest
 import torch
 
-from conftest import ON_GPU, assert_plans_agree, random_bias, random_logits, route_every_plan
+from conftest import DEVICE, ON_GPU, assert_plans_agree, random_bias, random_logits, route_every_plan
+from moe_routing import reference
 from moe_routing.call import check_call
 from moe_routing.kernels import all_plans, token_class
 from moe_routing.kernels.launch import TOKEN_CLASS_STARTS
@@ -57,6 +58,26 @@ def test_float32_rows_every_plan():
     results = route_every_plan(logits, 8, correction_bias=bias, routed_scaling_factor=2.5)
     assert not results["large"][0].constexprs["PREFETCH"]  # the float32 rule's plan was the one run
     assert_plans_agree(results)
+
+
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no bias"])
+def test_many_groups_with_tied_scores_on_every_plan(with_bias):
+    """64 groups of 4 with 8 kept (kernel v17 keeps groups in rounds from 32 groups on, not by all-pairs
+    rank): logits from a few values, so that group scores tie everywhere; every plan's ids equal the
+    reference's exactly (ties to the lower group and expert index), -inf and NaN rows included."""
+    gen = torch.Generator().manual_seed(64)
+    tokens = 67 if ON_GPU else 6
+    logits = (torch.randint(-2, 3, (tokens, 256), generator=gen).float() / 2).to(DEVICE)
+    logits[1, ::5] = float("nan")
+    logits[2] = float("-inf")
+    logits[3, 100:] = float("-inf")  # fewer valid groups than kept near the end of the row
+    bias = (torch.randint(-1, 2, (256,), generator=gen).float() / 4).to(DEVICE) if with_bias else None
+    expected = reference.route(logits.cpu(), 9, correction_bias=None if bias is None else bias.cpu(),
+                               num_expert_group=64, topk_group=8, routed_scaling_factor=2.5)[1]
+    results = route_every_plan(logits, 9, correction_bias=bias, num_expert_group=64, topk_group=8,
+                               routed_scaling_factor=2.5)
+    for tclass, (plan, _, ids) in results.items():
+        assert torch.equal(ids.cpu().to(expected.dtype), expected), (tclass, plan.constexprs)
 
 
 @pytest.mark.parametrize("renormalize", [True, False], ids=["renormalised", "unrenormalised"])

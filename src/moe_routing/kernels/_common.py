@@ -36,15 +36,29 @@ def top2_group_score(best, second):
 def kept_groups(group_scores, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr):
     """[ROWS, BLOCK_GROUPS] mask of the TOPK_GROUP best groups of each row (rule 2: ties to the lower index).
 
-    The rank of group g is the number of real groups beating it (higher score, or an equal score and a
-    lower index): a permutation of the real groups, so exactly TOPK_GROUP of them are kept.
+    Up to 16 groups, by rank: the rank of group g is the number of real groups beating it (higher score, or
+    an equal score and a lower index), a permutation of the real groups, so exactly TOPK_GROUP of them are
+    kept; all pairs at once, the shortest chain. From 32 groups the pairs are too many (64 groups: 4096 per
+    row, unrolled in the thread that holds the row; a plan compiled for ~9 minutes, benchmarks/NOTES.md
+    v17): TOPK_GROUP rounds instead, each keeping the best group left (the lowest index among equal scores).
+    Both give the same groups: the rounds keep them in rank order.
     """
     g = tl.arange(0, BLOCK_GROUPS)
-    mine = group_scores[:, :, None]
-    other = group_scores[:, None, :]
-    beats = ((other > mine) | ((other == mine) & (g[None, None, :] < g[None, :, None]))) & (g < NUM_GROUPS)[None, None, :]
-    rank = tl.sum(beats.to(tl.int32), axis=2)
-    return (rank < TOPK_GROUP) & (g < NUM_GROUPS)[None, :]
+    if BLOCK_GROUPS <= 16:
+        mine = group_scores[:, :, None]
+        other = group_scores[:, None, :]
+        beats = ((other > mine) | ((other == mine) & (g[None, None, :] < g[None, :, None]))) & (g < NUM_GROUPS)[None, None, :]
+        rank = tl.sum(beats.to(tl.int32), axis=2)
+        return (rank < TOPK_GROUP) & (g < NUM_GROUPS)[None, :]
+    left = (g < NUM_GROUPS)[None, :] & (group_scores == group_scores)  # [ROWS, BLOCK_GROUPS]; scores hold no NaN
+    kept = left & False
+    for _ in tl.static_range(TOPK_GROUP):
+        best = tl.max(tl.where(left, group_scores, float("-inf")), axis=1)
+        first = tl.min(tl.where(left & (group_scores == best[:, None]), g[None, :], BLOCK_GROUPS), axis=1)
+        chosen = g[None, :] == first[:, None]
+        kept = kept | chosen
+        left = left & ~chosen
+    return kept
 
 
 @triton.jit
