@@ -21,9 +21,9 @@ is timed once). ``--huge`` (kernel v11) times the rule against the baseline kern
 since session 16, the same with step-ahead loads switched) and the ``--tile`` tiles only, at 16384-65536 tokens
 (``--tokens``: those instead; ``--prefetch-arms``: also the tree's kernel on the rule's tile with them switched;
 ``--softmax``: its flat shapes with softmax scoring and no bias, as Qwen3-MoE and Mixtral route; ``--float32``: with
-float32 logits; ``--topk K``: with that K). ``--warm I/N`` only compiles every N-th arm into Triton's cache; ``--jobs N`` runs N
-such processes first (session 9's scripts ran them from the shell), which turns minutes of one-by-one compiling
-on the GPU machine into one.
+float32 logits; ``--topk K``: with that K). ``--warm I/N`` only compiles every N-th arm into Triton's cache;
+``--jobs N`` runs N such processes first (session 9's scripts ran them from the shell), which turns minutes of
+one-by-one compiling on the GPU machine into one.
 """
 
 import argparse
