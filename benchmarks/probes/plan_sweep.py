@@ -1,8 +1,8 @@
 """Issue-3 tuning sweep on the GPU: forced plans of the shipped kernels, side by side with the rule's choice.
 
 Run: python benchmarks/probes/plan_sweep.py --out DIR [--budget-s 300] [--medium | --grouped | --wide-topk |
-     --ab FILE [--no-bias | --grouped | --huge [--prefetch-arms] [--softmax] [--float32] [--topk K]]]
-     [--tokens T ...] [--experts E ...] [--tile SPEC ...] [--jobs N | --warm I/N]
+     --ab FILE [--ab-common FILE2] [--grouping G:KEPT] [--no-bias | --grouped | --huge [--prefetch-arms]
+     [--softmax] [--float32] [--topk K]]] [--tokens T ...] [--experts E ...] [--tile SPEC ...] [--jobs N | --warm I/N]
      (writes plan_sweep.json, prints one line per plan; stops starting new shapes after the budget)
 
 ``--ab FILE`` compares kernel versions instead of tiles, at the issue's target shapes: the rule's plan
@@ -99,9 +99,11 @@ def candidates(call, medium=False):
         yield f"bitonic L{lanes} R{rows} W{warps} G{group}", bitonic_plan(call, lanes, rows, warps, group)
 
 
-def load_kernel_file(path: str):
-    """The ``bitonic_kernel`` of a kernel module file (an earlier version of kernels/_bitonic.py)."""
-    return bitonic_kernel_from_source(Path(path).read_text(), "bitonic_baseline")
+def load_kernel_file(path: str, common_path: str | None = None):
+    """The ``bitonic_kernel`` of a kernel module file (an earlier version of kernels/_bitonic.py), with the helpers
+    of ``common_path`` (an earlier kernels/_common.py) where given."""
+    common = None if common_path is None else Path(common_path).read_text()
+    return bitonic_kernel_from_source(Path(path).read_text(), "bitonic_baseline", common)
 
 
 def ab_arms(call, baseline, wide_loads=True, biased=True, float32_logits=False):
@@ -189,6 +191,10 @@ def main():
     ap.add_argument("--grouped", action="store_true",
                     help="DeepSeek-V3's 4 of 8 groups, every token class (with --ab: its target shapes)")
     ap.add_argument("--ab", metavar="FILE", help="kernel versions at the target shapes (see the docstring)")
+    ap.add_argument("--grouping", metavar="G:KEPT", help="with --ab: the grouped shapes with G groups, KEPT kept "
+                    "(instead of DeepSeek-V3's 8:4), e.g. 64:8 for kernel v17's group rounds")
+    ap.add_argument("--ab-common", metavar="FILE2", help="with --ab: the baseline kernel's helpers from this copy of "
+                    "kernels/_common.py (e.g. kernel v16's, whose kept_groups v17 changed; default: the tree's)")
     ap.add_argument("--wide-topk", action="store_true",
                     help="K = 32 (1024 and 256 experts): tiles of 32-key lists against kernel v1; 512 / 20 "
                     "grouped (8 groups, 4 kept): one pass against two")
@@ -219,7 +225,7 @@ def main():
     args = ap.parse_args()
     if args.jobs > 1 and not args.warm:
         warm_all(args.jobs)
-    baseline = load_kernel_file(args.ab) if args.ab else None
+    baseline = load_kernel_file(args.ab, args.ab_common) if args.ab else None
     rounds = args.rounds if args.rounds > 1 or not args.ab else 3
     started = time.time()
     results = []
@@ -252,6 +258,10 @@ def main():
         shapes = [dataclasses.replace(shape, scoring="softmax", bias=False) for shape in shapes if shape.groups == 1]
     if args.ab and args.huge and args.float32:
         shapes = [dataclasses.replace(shape, dtype=torch.float32) for shape in shapes if shape.groups == 1]
+    if args.ab and args.grouping:
+        groups, kept = (int(v) for v in args.grouping.split(":"))
+        shapes = [dataclasses.replace(shape, groups=groups, topk_group=kept) if shape.groups > 1 else shape
+                  for shape in shapes]
     if args.tokens:
         shapes = [shape for shape in shapes if shape.tokens in args.tokens]
     if args.experts:
