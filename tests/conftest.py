@@ -47,15 +47,13 @@ def route_every_plan(logits, topk, **kwargs):
     float64. Returns {token class: (plan, weights, ids)}."""
     from moe_routing.call import check_call
     from moe_routing.kernels import all_plans, launch
-    from moe_routing.kernels.launch import wide_loads_ok
+    from moe_routing.kernels.launch import tensor_traits
 
     call = check_call(logits, topk, kwargs.get("scoring_func", "sigmoid"), kwargs.get("correction_bias"),
                       kwargs.get("num_expert_group", 1), kwargs.get("topk_group", 1), kwargs.get("renormalize", True),
                       kwargs.get("routed_scaling_factor", 1.0), None)
     results = {}
-    biased = kwargs.get("correction_bias") is not None
-    float32_logits = logits.dtype == torch.float32
-    for tclass, plan in all_plans(call, wide_loads_ok(logits, logits.stride(0)), biased, float32_logits).items():
+    for tclass, plan in all_plans(call, **tensor_traits(logits, kwargs.get("correction_bias"))).items():
         same = next((name for name, (earlier, _, _) in results.items() if _same_code(earlier, plan)), None)
         if same is not None:  # classes that share a plan run it once (the interpreter is slow)
             results[tclass] = results[same]

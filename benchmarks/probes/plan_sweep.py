@@ -41,7 +41,7 @@ from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
 from moe_routing.kernels.launch import (HUGE, LARGE, LATENCY, SMALL, bitonic_chunk, bitonic_plan, one_pass_ok,
-                                        rounds_plan, token_class, two_passes, wide_loads_ok, words_ok)
+                                        rounds_plan, tensor_traits, token_class, two_passes, words_ok)
 from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
 
 GRID = {  # (lanes, rows, warps, group) per token class; the LARGE entry serves HUGE too
@@ -106,12 +106,11 @@ def load_kernel_file(path: str, common_path: str | None = None):
     return bitonic_kernel_from_source(Path(path).read_text(), "bitonic_baseline", common)
 
 
-def ab_arms(call, baseline, wide_loads=True, biased=True, float32_logits=False):
+def ab_arms(call, baseline, traits):
     """The rule's plan; the same tile with the step-ahead loads switched, without word loads where it has
     them, and in two passes where it has one; and the rule's tile run by the baseline kernel (its own
-    constexprs). ``wide_loads``: the logits are aligned 16-bit rows (the bench's bf16 ones are; float32
-    rows are not); ``biased``: the call has a correction bias; ``float32_logits``: float32 rows."""
-    plan = choose_plan(call, wide_loads=wide_loads, biased=biased, float32_logits=float32_logits)
+    constexprs). ``traits``: the inputs' ``launch.tensor_traits`` (word loads, bias, float32 rows)."""
+    plan = choose_plan(call, **traits)
     yield "rule", plan
     if plan.name != "bitonic":
         return
@@ -274,9 +273,8 @@ def main():
         call = check_call(inputs.logits[0], shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group,
                           True, shape.scale, None)
         if baseline is not None:
-            wide = wide_loads_ok(inputs.logits[0], inputs.logits[0].stride(0))
-            arms = [(name, plan, inputs.bias) for name, plan in ab_arms(
-                call, baseline, wide, inputs.bias is not None, inputs.logits[0].dtype == torch.float32)]
+            traits = tensor_traits(inputs.logits[0], inputs.bias)
+            arms = [(name, plan, inputs.bias) for name, plan in ab_arms(call, baseline, traits)]
             if args.huge:  # the rule, and its tile run by the FILE's kernel
                 arms = [arm for arm in arms if arm[0] == "rule" or arm[0].startswith("baseline kernel, rule's tile")
                         or (args.prefetch_arms and arm[0].startswith("rule's tile, prefetch="))]

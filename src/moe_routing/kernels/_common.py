@@ -41,7 +41,8 @@ def kept_groups(group_scores, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr
     kept; all pairs at once, the shortest chain. From 32 groups the pairs are too many (64 groups: 4096 per
     row, unrolled in the thread that holds the row; a plan compiled for ~9 minutes, benchmarks/NOTES.md
     v17): TOPK_GROUP rounds instead, each keeping the best group left (the lowest index among equal scores).
-    Both give the same groups: the rounds keep them in rank order.
+    Both give the same groups: the rounds keep them in rank order (the scores hold no NaN: invalid experts
+    are -inf before the group stage).
     """
     g = tl.arange(0, BLOCK_GROUPS)
     if BLOCK_GROUPS <= 16:
@@ -50,8 +51,8 @@ def kept_groups(group_scores, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr
         beats = ((other > mine) | ((other == mine) & (g[None, None, :] < g[None, :, None]))) & (g < NUM_GROUPS)[None, None, :]
         rank = tl.sum(beats.to(tl.int32), axis=2)
         return (rank < TOPK_GROUP) & (g < NUM_GROUPS)[None, :]
-    left = (g < NUM_GROUPS)[None, :] & (group_scores == group_scores)  # [ROWS, BLOCK_GROUPS]; scores hold no NaN
-    kept = left & False
+    left = tl.broadcast_to((g < NUM_GROUPS)[None, :], group_scores.shape)  # real groups not kept yet
+    kept = tl.zeros(group_scores.shape, tl.int1)
     for _ in tl.static_range(TOPK_GROUP):
         best = tl.max(tl.where(left, group_scores, float("-inf")), axis=1)
         first = tl.min(tl.where(left & (group_scores == best[:, None]), g[None, :], BLOCK_GROUPS), axis=1)

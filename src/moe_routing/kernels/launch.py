@@ -149,6 +149,13 @@ def wide_loads_ok(logits: torch.Tensor, stride: int) -> bool:
     return logits.element_size() == 2 and logits.data_ptr() % 16 == 0 and stride % 16 == 0
 
 
+def tensor_traits(logits: torch.Tensor, bias: torch.Tensor | None) -> dict:
+    """What the rule reads from the tensors besides the call (``choose_plan``'s and ``all_plans``' keywords):
+    whether the logits may be read as words, whether there is a bias, whether the logits are float32."""
+    return dict(wide_loads=wide_loads_ok(logits, logits.stride(0)), biased=bias is not None,
+                float32_logits=logits.dtype == torch.float32)
+
+
 def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool = False, biased: bool = False,
                 float32_logits: bool = False) -> Plan:
     """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly);
@@ -397,8 +404,7 @@ def launch(
             with torch.cuda.device(index):
                 return launch(call, logits, bias, weights, ids)
 
-    plan = plan or choose_plan(call, wide_loads=wide_loads_ok(logits, stride), biased=bias is not None,
-                               float32_logits=logits.dtype == torch.float32)
+    plan = plan or choose_plan(call, **tensor_traits(logits, bias))
     options = {} if plan.maxnreg is None else {"maxnreg": plan.maxnreg}  # ROCm's Triton refuses the option
     compiled = plan.kernel[(triton.cdiv(call.tokens, plan.rows),)](
         logits, bias, stride,
