@@ -189,7 +189,7 @@ def main():
     ap.add_argument("--where", metavar="NAME=VALUE", action="append", default=[],
                     help="only classes whose plan has this constexpr value (repeatable; e.g. --where LANES=1 "
                          "--where WORDS=True --where PREFETCH=True: the classes a kernel change touched)")
-    ap.add_argument("--count", action="store_true", help="only count the classes")
+    ap.add_argument("--count", action="store_true", help="only count the classes (--verbose: list them)")
     ap.add_argument("--float32", action="store_true", help="float32 logits: the classes of the plans the rule "
                     "chooses for them (kernel v16; the default is bf16 rows)")
     args = ap.parse_args()
@@ -204,6 +204,10 @@ def main():
         for key, *_ in classes:
             kinds[family(key)] = kinds.get(family(key), 0) + 1
         print(f"{len(classes)} tile classes: {kinds}")
+        if args.verbose:  # which ones: their labels and plans
+            for key, call_args, name, plan in classes:
+                print(f"  {class_label(call_args, name, args.float32)} {plan.name} rows={plan.rows} "
+                      f"warps={plan.num_warps} [{fingerprint(key)}]")
         if args.skip:  # the trap session 17 met: classes a rule change made, wearing an old run's label
             print(f"({len(unseen) - len(classes)} more counted as passed by label only, from runs before session "
                   f"16: a rule change since then can have given those labels to new classes; run what a change "
