@@ -2,7 +2,8 @@
 
 Run: python benchmarks/probes/compile_times.py --shape 256/8/64:8 --classes latency medium large huge
      python benchmarks/probes/compile_times.py --shape 256/9/64:8/nobias --classes huge
-     (prints, per plan: seconds to compile, cubin KiB, SASS instructions, and a hash of the SASS with its
+     (prints, per plan: seconds to compile, cubin KiB, SASS instructions, its local-memory loads and stores
+     (register spills), the registers its instructions name, and a hash of the SASS with its
      addresses stripped: equal hashes are the same instructions. To time an earlier tree, run this file with
      PYTHONPATH=<a worktree of that commit>/src.)
 
@@ -80,8 +81,11 @@ def main():
             instructions = [re.sub(r"/\*[0-9a-f]{4,}\*/", "", line).strip() for line in _sass(compiled).splitlines()
                             if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)]
             digest = hashlib.sha1("\n".join(instructions).encode()).hexdigest()[:12]
+            local = sum(1 for line in instructions if re.search(r"\b(LDL|STL)(\.|\s)", line))
+            registers = 1 + max((int(r) for line in instructions for r in re.findall(r"\bR(\d+)\b", line)), default=-1)
             print(f"{text} {name}: compiled in {seconds:.0f} s, cubin {len(compiled.asm['cubin']) // 1024} KiB, "
-                  f"{len(instructions)} SASS instructions, SASS {digest}", flush=True)
+                  f"{len(instructions)} SASS instructions ({local} local-memory loads and stores: spills), "
+                  f"{registers} registers named, SASS {digest}", flush=True)
 
 
 if __name__ == "__main__":
