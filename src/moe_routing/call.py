@@ -19,7 +19,7 @@ BIAS_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
 MAX_EXPERTS = 4096  # registers hold a whole row; beyond this a row no longer fits one program well
 MAX_TOPK = 64  # selection is unrolled once per chosen expert
-MAX_GROUPS = 64  # eliminating groups are ranked with a groups x groups comparison
+MAX_GROUPS = 64  # eliminating groups are ranked by all pairs on one-row tiles (groups x groups comparisons)
 
 
 class RoutingCall(NamedTuple):
