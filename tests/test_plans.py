@@ -32,6 +32,9 @@ SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     # flat rows that two lanes cannot read as whole word steps: the lane-per-row word tile with step-ahead loads
     # from 16384 tokens (v15), five steps a row
     (160, 8, 1, 1, "sigmoid", True),
+    # more than 16 groups (v18): 32 groups (the rounds on tiles of several rows, all pairs on one-row tiles), with
+    # lists of 32 keys on v18's four-lane tile
+    (256, 20, 32, 4, "sigmoid", True),
 ]
 
 

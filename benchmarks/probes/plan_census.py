@@ -33,7 +33,7 @@ from moe_routing.kernels.launch import all_plans, one_pass_step
 from moe_routing.measure.verify import verify
 
 EXPERTS = (32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 1024)
-GROUPINGS = ((1, 1), (2, 1), (4, 1), (4, 2), (8, 3), (8, 4), (16, 4), (64, 8))
+GROUPINGS = ((1, 1), (2, 1), (4, 1), (4, 2), (8, 3), (8, 4), (16, 4), (32, 4), (64, 8))
 TOPKS = (1, 2, 4, 6, 8, 9, 12, 16, 17, 20, 24, 32)
 SCORINGS = (("sigmoid", True), ("sigmoid", False), ("softmax", False))
 DTYPES = {False: torch.bfloat16, True: torch.float32}  # the logits' dtype, by --float32
