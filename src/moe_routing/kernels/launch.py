@@ -163,7 +163,7 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
     a correction bias (softmax with a bias takes the rounds kernel); ``float32_logits``: the logits are
     float32 (a step loaded ahead holds twice the registers of a 16-bit one).
 
-    Tiles from benchmarks/NOTES.md (v3 to v16: plan sweeps and A/B runs of sessions 5 to 18 on the H200).
+    Tiles from benchmarks/NOTES.md (v3 to v18: plan sweeps and A/B runs of sessions 5 to 19 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
@@ -233,7 +233,8 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
     """Tiles of the bitonic kernel, by row length and token class (the grouped path streams every expert
     too, with the eliminated groups masked or, in one pass, their lists dropped). Grouped tiles from the
     session-6 sweep (benchmarks/NOTES.md, v4): the group stage reads a whole row at once except with a
-    lane per row, where a group per load keeps the registers down."""
+    lane per row, where a group per load keeps the registers down, and with more than 16 groups (16 a load,
+    v18)."""
     chunks = triton.next_power_of_2(triton.cdiv(call.experts, bitonic_chunk(call)))
     long_rows = call.experts >= 128
     run = 4 if not call.grouped or call.group_size % 4 == 0 else 1  # runs must not straddle groups
