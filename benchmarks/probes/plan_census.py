@@ -17,7 +17,7 @@ tensor: list length, lanes, runs, rows, warps, flags, group blocks, steps, paddi
 row and a row of ties inside groups, with the bias as drawn (window keys) and shifted by +8 (exact keys).
 Each result is checked fully written and against the float64 semantics (``measure.verify``: ids exact
 outside near ties, weights to 2e-6). ``--jobs N`` splits the classes over N processes (compiling dominates).
-Prints one line per failing class and a summary.
+Prints a line per class (ok with its fingerprint, or FAILED with the plan and what failed) and a summary.
 """
 
 import argparse
@@ -144,7 +144,7 @@ def fingerprint(key: tuple) -> str:
 
 
 def ok_line(call_args, name: str, key: tuple, float32: bool = False) -> str:
-    """The line ``--verbose`` prints for a class that passed (``--skip`` reads them back), with its fingerprint."""
+    """The line printed for a class that passed (``--skip`` reads them back), with its fingerprint."""
     return f"ok {class_label(call_args, name, float32)} [{fingerprint(key)}]"
 
 
@@ -181,9 +181,11 @@ def main():
                     "--stride 4 takes a quarter that --stride 4 alone leaves out)")
     ap.add_argument("--plans", metavar="PREFIX", help="only classes first met as a plan whose all_plans name starts "
                     "with PREFIX (e.g. \"huge\": the token classes from 16384 up)")
-    ap.add_argument("--verbose", action="store_true", help="a line for every class, passed ones too")
+    ap.add_argument("--verbose", action="store_true", help="with --count: list the classes. A run prints an "
+                    "\"ok\" line for every class that passed whether given or not (since session 19: a run without "
+                    "them leaves no record for --skip)")
     ap.add_argument("--skip", metavar="FILE", nargs="+", action="extend", default=[],
-                    help="leave out the classes earlier --verbose runs passed (their \"ok\" lines in FILE ...): the rest "
+                    help="leave out the classes earlier runs passed (their \"ok\" lines in FILE ...): the rest "
                          "of a run that a timeout cut; with --count, what no run has passed "
                          "(--count --skip benchmarks/results/plan_census_*.txt)")
     ap.add_argument("--where", metavar="NAME=VALUE", action="append", default=[],
@@ -219,7 +221,7 @@ def main():
     failed = 0
     for key, call_args, name, plan in mine:
         failures = check(call_args, name, plan, device, DTYPES[args.float32])
-        if not failures and args.verbose:
+        if not failures:
             print(ok_line(call_args, name, key, args.float32), flush=True)
         if failures:
             failed += 1
