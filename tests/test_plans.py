@@ -65,8 +65,8 @@ def test_float32_rows_every_plan():
 
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no bias"])
 def test_many_groups_with_tied_scores_on_every_plan(with_bias):
-    """64 groups of 4 with 8 kept (kernel v17 keeps groups in rounds from 32 groups on, not by all-pairs
-    rank): logits from a few values, so that group scores tie everywhere; every plan's ids equal the
+    """64 groups of 4 with 8 kept (kernels v17-v18 keep groups in rounds on tiles of several rows from 32
+    groups on, by all-pairs rank on one-row tiles): logits from a few values, so that group scores tie everywhere; every plan's ids equal the
     reference's exactly (ties to the lower group and expert index), -inf and NaN rows included."""
     gen = torch.Generator().manual_seed(64)
     tokens = 67 if ON_GPU else 6

@@ -2,6 +2,7 @@
 
 Run: python benchmarks/probes/compile_times.py --shape 256/8/64:8 --classes latency medium large huge
      python benchmarks/probes/compile_times.py --shape 256/9/64:8/nobias --classes huge
+     python benchmarks/probes/compile_times.py --shape 256/8/64:8 --classes large --groups-per-load 16
      (prints, per plan: seconds to compile, cubin KiB, SASS instructions, its local-memory loads and stores
      (register spills), the registers its instructions name, and a hash of the SASS with its
      addresses stripped: equal hashes are the same instructions. To time an earlier tree, run this file with
@@ -69,6 +70,9 @@ def main():
     ap.add_argument("--shape", action="append", required=True, help="E/K[/G:KEPT][/nobias], repeatable")
     ap.add_argument("--classes", nargs="+", default=["latency", "medium", "large", "huge"],
                     help="all_plans names (token classes)")
+    ap.add_argument("--groups-per-load", type=int, metavar="N",
+                    help="the group stage reads N groups at once instead of the rule's (a tile no rule chooses; "
+                         "kernel v18's counts of the 64-group plans)")
     args = ap.parse_args()
     driver.set_active(_Sm90Driver())
     for text in args.shape:
@@ -77,7 +81,10 @@ def main():
                           torch.zeros(experts) if biased else None, groups, kept, True, 1.0, None)
         plans = all_plans(call, True, biased)
         for name in args.classes:
-            seconds, compiled = compile_plan(plans[name], experts, topk, biased)
+            plan = plans[name]
+            if args.groups_per_load:
+                plan = plan._replace(constexprs={**plan.constexprs, "GROUPS_PER_LOAD": args.groups_per_load})
+            seconds, compiled = compile_plan(plan, experts, topk, biased)
             instructions = [re.sub(r"/\*[0-9a-f]{4,}\*/", "", line).strip() for line in _sass(compiled).splitlines()
                             if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)]
             digest = hashlib.sha1("\n".join(instructions).encode()).hexdigest()[:12]

@@ -47,7 +47,7 @@ def kept_groups(group_scores, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr
     across lanes a round) were slower at decode sizes (v18).
     """
     g = tl.arange(0, BLOCK_GROUPS)
-    if BLOCK_GROUPS <= 16 or (group_scores.shape[0] == 1 and BLOCK_GROUPS <= 64):
+    if BLOCK_GROUPS <= 16 or group_scores.shape[0] == 1:  # (at most 64 groups: call.MAX_GROUPS)
         mine = group_scores[:, :, None]
         other = group_scores[:, None, :]
         beats = ((other > mine) | ((other == mine) & (g[None, None, :] < g[None, :, None]))) & (g < NUM_GROUPS)[None, None, :]

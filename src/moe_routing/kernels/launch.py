@@ -239,6 +239,14 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
     long_rows = call.experts >= 128
     run = 4 if not call.grouped or call.group_size % 4 == 0 else 1  # runs must not straddle groups
     whole_row = triton.next_power_of_2(call.num_groups)  # the group stage reads a whole row at once
+    if call.num_groups > 16 and tclass >= MEDIUM:
+        # (v18) more than 16 groups from 2048 tokens: four lanes, 4 rows a warp, 16 groups a load, no step-ahead
+        # loads. The group stage's whole-row load on 8 rows spilled (64 groups: 1254 local loads and stores)
+        # and a lane per row holds every group score in registers (252 named); 256 / 8 in 64 groups of 4, 8
+        # kept (session 19, run 4): 2048 tokens 9.79 us against 10.92, 8192 13.99 against 131, 16384 25.91
+        # against 65.8, 65536 82.2 against 148 (the fastest tile at 2048, 8192 and 65536; 4% over the best at
+        # 16384). Lists of 32 keys keep no run filter, as below
+        return bitonic_plan(call, min(4, chunks), 4, 1, 1 if bitonic_chunk(call) > 16 else run, 16)
     # step-ahead loads (v5) where they measured faster: decode sizes, short rows, long rows of more than
     # 256 experts below the HUGE class, (v7's lane merge) 256 experts in the LARGE class (grouped too), and
     # (v14) flat rows of up to 256 experts on the four-lane tiles (2048-16383 tokens: 128 / 8 at 8192 5.01 us
@@ -248,14 +256,6 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
     prefetch = (tclass <= SMALL or not long_rows or (call.experts > 256 and tclass < HUGE)
                 or (call.experts == 256 and tclass == LARGE)
                 or (call.experts <= 256 and tclass in (MEDIUM, LARGE) and not call.grouped))
-    if call.num_groups > 16 and tclass >= MEDIUM:
-        # (v18) more than 16 groups from 2048 tokens: four lanes, 4 rows a warp, 16 groups a load, no step-ahead
-        # loads. The group stage's whole-row load on 8 rows spilled (64 groups: 1254 local loads and stores)
-        # and a lane per row holds every group score in registers (252 named); 256 / 8 in 64 groups of 4, 8
-        # kept (session 19, run 4): 2048 tokens 9.79 us against 10.92, 8192 13.99 against 131, 16384 25.91
-        # against 65.8, 65536 82.2 against 148 (the fastest tile at 2048, 8192 and 65536; 4% over the best at
-        # 16384). Lists of 32 keys keep no run filter, as below
-        return bitonic_plan(call, min(4, chunks), 4, 1, 1 if bitonic_chunk(call) > 16 else run, 16)
     if bitonic_chunk(call) > 16 and tclass >= MEDIUM:
         # lists of 32 keys (K > 16): four lanes, four rows a warp, no run filter, no step-ahead loads (v9: at
         # 1024 / 32 and 256 / 32 the fastest tile from 8192 tokens up; runs of 4 and more rows were slower)
