@@ -58,6 +58,11 @@ sigmoid (sigmoid is strictly increasing; float32 sigmoids that tie where the log
 
 Lists hold ``CHUNK`` = 8, 16 or 32 keys (K <= 32; 32 since kernel v9).
 
+Decode sizes (``ROUNDS``, kernel v19: one row on one warp, at most 512 experts, K <= 8, 32-bit keys) select
+without lanes' lists: each thread holds 2-16 of the row's experts, sorts their keys in registers, and K rounds
+each take the warp's largest first key with one 32-bit integer reduction (``REDUX`` on sm_80+) and move the
+winner's list up (``_select_rounds``). Same keys, so the same picks and bits as the lane merge.
+
 ``GROUP > 1`` adds a filter for long rows: a lane keeps only the best key of each run of ``GROUP``
 consecutive experts (one max per expert) and streams those; the row's top ``CHUNK`` runs hold its top
 ``CHUNK`` experts (an expert outside them is beaten by the best keys of ``CHUNK`` other runs, i.e. by
@@ -432,6 +437,129 @@ def _merge_lanes(best, SORTED: tl.constexpr):
 
 
 @triton.jit
+def _rounds_load(ptr, offset, ok, NUM_EXPERTS: tl.constexpr, PER: tl.constexpr):
+    """Values of experts [32, PER] from ``ptr + offset`` (0 where masked): thread t holds experts t * PER ...
+    t * PER + PER - 1 in its registers, read as 16-byte pieces and joined in registers (one [32, PER] load of
+    more than 16 bytes a thread is split by Triton's coalescing over several threads, and every step after it
+    would shuffle)."""
+    VEC: tl.constexpr = min(PER, 128 // ptr.dtype.element_ty.primitive_bitwidth)
+    PIECES: tl.constexpr = PER // VEC
+    tl.static_assert(PIECES <= 4)
+    parts = ()
+    for p in tl.static_range(PIECES):
+        expert = tl.arange(0, 32)[:, None] * PER + p * VEC + tl.arange(0, VEC)[None, :]
+        parts = parts + (tl.load(ptr + offset + expert, mask=ok & (expert < NUM_EXPERTS), other=0.0),)
+    if PIECES == 1:
+        values = parts[0]
+    elif PIECES == 2:
+        values = tl.reshape(tl.permute(tl.join(parts[0], parts[1]), (0, 2, 1)), (32, PER))
+    else:  # [32, VEC, 2, 2] with piece 2j + k at [.., j, k] -> [32, j, k, VEC]
+        joined = tl.join(tl.join(parts[0], parts[2]), tl.join(parts[1], parts[3]))
+        values = tl.reshape(tl.permute(joined, (0, 2, 3, 1)), (32, PER))
+    return values  # piece-major: expert t * PER + p * VEC + i at [t, p * VEC + i]
+
+
+@triton.jit
+def _select_rounds(x, expert, exists, bias, offset, scale, kept, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr,
+                   TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr, CHUNK: tl.constexpr, KEYS: tl.constexpr):
+    """Decode sizes (kernel v19; one row on one warp, at most 16 experts a thread, 32-bit keys): the row's
+    top CHUNK keys by TOPK rounds of one warp-wide 32-bit max, returned as ``_select`` returns them.
+
+    ``x``, ``expert``, ``exists``: [32, PER], thread t's experts t * PER ... (``_rounds_load``); ``bias`` the
+    same experts' float32 bias (None without); ``kept``: the kept groups' bits [1] from the group stage, or None:
+    flat, or grouped with the groups ranked here (``rounds_groups_in_tile``: each thread's experts inside one
+    group), from the same ``c`` as the keys and in the same float32 arithmetic as the group stage, while the
+    threads sort; an eliminated group's threads then drop their whole lists. Returns what ``_select`` returns,
+    and the kept groups' bits ranked here (a placeholder otherwise). Each thread sorts its keys in registers once;
+    a round is then one ``tl.max`` of the 32 threads' first keys, which sm_80+ run as a single ``REDUX``
+    instruction (Triton emits it for a 32-bit integer max over a whole warp), and the winner's list moves
+    up one. The same keys as the streaming path, so the same top keys: where the lane merge's chain (a
+    sort per lane and log2(lanes) halving merges, each of shuffles and compare stages) stood, a chain of
+    K reductions with two ALU steps between them (benchmarks/NOTES.md v19)."""
+    PER: tl.constexpr = x.shape[1]
+    IN_TILE: tl.constexpr = TOPK_GROUP < NUM_GROUPS and kept is None
+    present = exists
+    if kept is not None:  # eliminated groups' experts get key 0, below everything (they were read anyway)
+        group = (expert // GROUP_SIZE).to(kept.dtype)
+        present = present & (((tl.reshape(kept, (1, 1)) >> group) & 1) != 0)
+    if IN_TILE:
+        tl.static_assert(KEYS == WINDOW_KEYS and 32 % NUM_GROUPS == 0 and NUM_GROUPS * GROUP_SIZE == 32 * PER)
+        x = x.to(tl.float32)
+        choice = _window_choice(x, bias)
+        keys = _window_key(_finite_choice(x, choice), expert, exists, offset, scale, True)
+        valid = exists & (tl.abs(x) < float("inf"))
+        if bias is not None:
+            valid = valid & (tl.abs(bias) < float("inf"))
+        kept = _tile_kept_groups(tl.where(valid, choice, float("-inf")), bias is not None, NUM_GROUPS, TOPK_GROUP)
+    else:
+        keys = _keys(x, bias, expert, present, offset, scale, KEYS, True)
+    if PER > CHUNK:  # a thread's top CHUNK: sorts of CHUNK keys and merges (a thread gives at most TOPK picks)
+        keys = tl.topk(keys, CHUNK, dim=1)
+    elif PER > 1:
+        keys = tl.sort(keys, dim=1, descending=True)
+    LISTED: tl.constexpr = min(PER, CHUNK)
+    KEEP: tl.constexpr = min(LISTED, TOPK)
+    lists = _columns(keys, LISTED)
+    if IN_TILE:  # a thread's experts are in one group: an eliminated group's lists become 0 (still sorted)
+        mine = ((tl.reshape(kept, (1,)) >> (tl.arange(0, 32) // (32 // NUM_GROUPS))) & 1) != 0
+        dropped = ()
+        for j in tl.static_range(LISTED):
+            dropped = dropped + (tl.where(mine, lists[j], 0).to(tl.uint32),)
+        lists = dropped
+    slot = tl.arange(0, CHUNK)
+    best = tl.zeros((CHUNK,), tl.uint32)
+    for r in tl.static_range(TOPK):
+        top = tl.max(lists[0], axis=0)  # REDUX.MAX
+        best = tl.where(slot == r, top, best)
+        won = lists[0] == top
+        moved = ()
+        for j in tl.static_range(KEEP - 1):
+            moved = moved + (tl.where(won, lists[j + 1], lists[j]),)
+        lists = moved + (tl.where(won, 0, lists[KEEP - 1]).to(tl.uint32),)
+    best = tl.reshape(best, (1, CHUNK))
+    chosen, valid = _key_expert(best, KEYS)
+    floored = tl.max(((slot < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
+    if not IN_TILE:  # a placeholder (compiled Triton returns no None): the caller keeps its own ``kept``
+        kept = tl.zeros((1,), tl.int32)
+    return chosen, valid, floored, kept
+
+
+@triton.jit
+def _tile_kept_groups(choice, HAS_BIAS: tl.constexpr, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr):
+    """The kept groups' bits [1] from ``c`` [32, PER] (-inf where invalid) of a row whose NUM_GROUPS groups are
+    each GROUP_SIZE / PER consecutive threads: the group stage's scores (``_group_scores``: each thread's two
+    largest, then its group's two largest, a set whatever the order) and ranks."""
+    THREADS: tl.constexpr = 32 // NUM_GROUPS
+    if HAS_BIAS:
+        best, second = _top2_last_axis(choice)  # [32]
+        best, second = tl.reduce((tl.reshape(best, (NUM_GROUPS, THREADS)), tl.reshape(second, (NUM_GROUPS, THREADS))),
+                                 1, _top2_combine)
+        score = top2_group_score(best, second)
+    else:
+        score = tl.max(tl.reshape(tl.max(choice, axis=1), (NUM_GROUPS, THREADS)), axis=1)
+    return _kept_bits(tl.reshape(score, (1, NUM_GROUPS)), NUM_GROUPS, TOPK_GROUP, NUM_GROUPS)
+
+
+@triton.jit
+def _columns(x, COUNT: tl.constexpr):
+    """[N, COUNT] (each thread holding its COUNT values) -> a tuple of COUNT [N] tensors, column by column
+    (register moves: halving by reshape, permute and split)."""
+    N: tl.constexpr = x.shape[0]
+    parts = (x,)
+    for level in tl.static_range(5):
+        if (1 << level) < COUNT:
+            halves = ()
+            for p in tl.static_range(1 << level):
+                first, second = tl.split(tl.permute(tl.reshape(parts[p], (N, 2, COUNT >> (level + 1))), (0, 2, 1)))
+                halves = halves + (first, second)
+            parts = halves
+    columns = ()
+    for c in tl.static_range(COUNT):
+        columns = columns + (tl.reshape(parts[c], (N,)),)
+    return columns
+
+
+@triton.jit
 def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, NUM_EXPERTS: tl.constexpr,
                      GROUP_SIZE: tl.constexpr, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr,
                      ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
@@ -679,15 +807,22 @@ def _softmax_total(logits_ptr, rows64, row_ok, stride_l_row, top, NUM_EXPERTS: t
 def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
     """(offset, steps per unit of c, usable): the quantisation window from the bias (module docstring)."""
     if bias_ptr is None:
-        lo = 0.0
-        hi = 0.0
-        finite = True
+        lo = tl.zeros((), tl.float32)
+        hi = tl.zeros((), tl.float32)
+        finite = tl.full((), True, tl.int1)
     else:
         e = tl.arange(0, BLOCK_EXPERTS)
         b = tl.load(bias_ptr + e, mask=e < NUM_EXPERTS, other=0.0).to(tl.float32)
         lo = tl.min(b, axis=0)
         hi = tl.max(b, axis=0)
         finite = tl.max((tl.abs(b) == float("inf")) | (b != b), axis=0) == 0
+    return _window_from(lo, hi, finite)
+
+
+@triton.jit
+def _window_from(lo, hi, finite):
+    """``_window`` from the bias's smallest and largest entry (0.0 counted for padding up to BLOCK_EXPERTS, so
+    that every tile forms the same window) and whether every entry is finite."""
     top = hi + 1.0
     lowest = tl.maximum(lo, top - WINDOW_WIDTH)
     usable = finite & (top < WINDOW_LIMIT) & (lowest > -WINDOW_LIMIT)
@@ -733,14 +868,18 @@ def bitonic_kernel(
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
     WORDS: tl.constexpr,  # 16-bit logits read as 64-bit words (rows 16-byte aligned, runs of 4; launch.words_ok)
     ONE_PASS: tl.constexpr,  # grouped, window keys: groups ranked and experts keyed in one read of the row
+    ROUNDS: tl.constexpr = False,  # one row on one warp, <= 256 experts, 32-bit keys: _select_rounds (v19)
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
     rows64 = rows.to(tl.int64)
 
     # grouped: rank the groups first, then select among the kept groups' experts
+    # (v19) decode plans rank the groups in the rounds' tile where each thread's experts lie in one group
+    GROUPS_IN_TILE: tl.constexpr = (ROUNDS and TOPK_GROUP < NUM_GROUPS and NUM_EXPERTS == BLOCK_EXPERTS
+                                    and GROUP_SIZE % (BLOCK_EXPERTS // 32) == 0)
     kept = None
-    if TOPK_GROUP < NUM_GROUPS and not ONE_PASS:
+    if TOPK_GROUP < NUM_GROUPS and not ONE_PASS and not GROUPS_IN_TILE:
         kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
                                 TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
 
@@ -748,11 +887,22 @@ def bitonic_kernel(
     # selection below depends on the window, and its loads would otherwise wait for it). Both key
     # encodings read the same step when their runs are alike (GROUP = 1).
     x_first = None
-    if PREFETCH:
+    if PREFETCH and not ROUNDS:  # (ROUNDS reads the row in its own layout below; its exact redo reads its own)
         x_first = _step_load(logits_ptr + rows64[:, None, None, None] * stride_l_row, row_ok, tl.arange(0, LANES),
                              tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
                              CHUNK, GROUP, WORDS)
     x_exact = x_first if GROUP == 1 else None
+    # ROUNDS: the row's logits (and bias) in the rounds' layout, read before the window as PREFETCH's first step
+    rounds_bias = None
+    if ROUNDS:
+        tl.static_assert(ROWS == 1 and BLOCK_EXPERTS <= WINDOW_EXPERTS and not ONE_PASS)
+        PER: tl.constexpr = BLOCK_EXPERTS // 32
+        row = tl.program_id(0).to(tl.int64)
+        rounds_expert = tl.arange(0, 32)[:, None] * PER + tl.arange(0, PER)[None, :]
+        rounds_exists = rounds_expert < NUM_EXPERTS
+        rounds_x = _rounds_load(logits_ptr, row * stride_l_row, row < num_rows, NUM_EXPERTS, PER)
+        if bias_ptr is not None:
+            rounds_bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
     # ranked by the logits themselves: softmax, and flat sigmoid without bias beyond the window keys' 512
     # experts (exact keys of the logit instead of the sigmoid's: no sigmoid per expert). No window, nothing
     # to redo. Window keys stay faster than the 16-bit logit keys for sigmoid without bias (NOTES.md v9).
@@ -760,11 +910,20 @@ def bitonic_kernel(
     BY_LOGIT: tl.constexpr = SOFTMAX or (bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
                                          and NUM_EXPERTS > WINDOW_EXPERTS)
     offset, steps, usable = 0.0, 1.0, False
-    if NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT:
+    if ROUNDS and rounds_bias is not None:  # the window from the bias already read (the same min and max)
+        unusable = (tl.abs(rounds_bias) == float("inf")) | (rounds_bias != rounds_bias)
+        offset, steps, usable = _window_from(tl.min(tl.min(rounds_bias, axis=1), axis=0),
+                                             tl.max(tl.max(rounds_bias, axis=1), axis=0),
+                                             tl.max(tl.max(unusable.to(tl.int32), axis=1), axis=0) == 0)
+    elif NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if BY_LOGIT:
         tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS)
-        if LOGIT16:
+        if ROUNDS:
+            tl.static_assert(LOGIT16)
+            expert, valid, _, _ = _select_rounds(rounds_x, rounds_expert, rounds_exists, None, 0.0, 1.0, None,
+                                                 NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, LOGIT16_KEYS)
+        elif LOGIT16:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS, PREFETCH, WORDS,
                                        x_first)
@@ -772,7 +931,14 @@ def bitonic_kernel(
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, LOGIT_KEYS, PREFETCH, WORDS, x_exact)
     elif usable:
-        if ONE_PASS:
+        if ROUNDS:
+            kept_found = kept
+            expert, valid, floored, kept_tile = _select_rounds(rounds_x, rounds_expert, rounds_exists, rounds_bias,
+                                                               offset, steps, kept, NUM_GROUPS, GROUP_SIZE,
+                                                               TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
+            if GROUPS_IN_TILE:
+                kept_found = kept_tile
+        elif ONE_PASS:
             expert, valid, floored, kept_found = _select_one_pass(
                 logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, NUM_EXPERTS, GROUP_SIZE,
                 NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, LANES, CHUNK, GROUP, PREFETCH, WORDS, x_first)
@@ -789,7 +955,7 @@ def bitonic_kernel(
             valid = tl.where(floored[:, None], exact_valid, valid)
     else:
         kept_stage = kept
-        if ONE_PASS:  # the window is unusable: the group stage, then the exact stream
+        if ONE_PASS or GROUPS_IN_TILE:  # the window is unusable: the group stage, then the exact stream
             kept_stage = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
                                           TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept_stage,

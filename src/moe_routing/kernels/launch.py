@@ -91,12 +91,12 @@ def bitonic_supported(call: RoutingCall, biased: bool = False) -> bool:
 
 def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group: int = 1,
                  groups_per_load: int = 1, prefetch: bool = False, words: bool = False,
-                 one_pass: bool = False) -> Plan:
+                 one_pass: bool = False, rounds: bool = False) -> Plan:
     """A bitonic tile. ``group`` (runs of the filter) must divide the group size; ``groups_per_load`` is
     how many groups the group stage reads at once; ``prefetch`` loads each step's logits a step ahead;
     ``words`` reads 16-bit logits as 64-bit words (``words_ok``; only for 16-byte aligned rows, see
     ``wide_loads_ok``; flat or one-pass grouped); ``one_pass`` ranks the groups and keys the experts in
-    one read of the row (``one_pass_ok``)."""
+    one read of the row (``one_pass_ok``); ``rounds`` selects by K warp-wide reductions (``rounds_ok``)."""
     chunk = bitonic_chunk(call)
     assert not one_pass or one_pass_ok(call, lanes, group)
     block_groups = triton.next_power_of_2(call.num_groups)
@@ -107,8 +107,16 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
                       ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
                       GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch,
-                      WORDS=words, ONE_PASS=one_pass)
+                      WORDS=words, ONE_PASS=one_pass, ROUNDS=rounds)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
+
+
+def rounds_ok(call: RoutingCall, rows: int, num_warps: int, float32_logits: bool = False) -> bool:
+    """Whether a tile may select by rounds (kernel v19, ``_bitonic._select_rounds``): one row on one warp, at
+    most 512 experts (16 a thread), K <= 8, and 32-bit keys (all but softmax of float32 logits, ranked by exact
+    64-bit keys)."""
+    return (rows == 1 and num_warps == 1 and call.experts <= 512 and call.topk <= 8
+            and not (call.softmax and float32_logits))
 
 
 def bitonic_chunk(call: RoutingCall) -> int:
@@ -163,7 +171,7 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
     a correction bias (softmax with a bias takes the rounds kernel); ``float32_logits``: the logits are
     float32 (a step loaded ahead holds twice the registers of a 16-bit one).
 
-    Tiles from benchmarks/NOTES.md (v3 to v18: plan sweeps and A/B runs of sessions 5 to 19 on the H200).
+    Tiles from benchmarks/NOTES.md (v3 to v19: plan sweeps and A/B runs of sessions 5 to 20 on the H200).
     """
     if tclass is None:
         tclass = token_class(call.tokens)
@@ -226,6 +234,13 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # against 7.65; the 16-bit measurements of v5, v7, v11 and v14 chose them. At 2048 tokens they still
         # pay, 384 / 8 4.92 against 5.39, and for 128 experts, 5.49 against 5.72 at 8192)
         c["PREFETCH"] = False
+    if tclass == LATENCY and rounds_ok(call, plan.rows, plan.num_warps, float32_logits):
+        # (v19) decode sizes: K rounds of one warp-wide 32-bit max instead of the lanes' sorts and merges
+        # (session 20, runs 2-6, against v18 on the same tile, T = 1: 256 / 8 1.89-1.93 us against 2.15-2.19,
+        # 64 / 6 1.65 against 1.84, 384 / 8 2.08-2.15 against 2.27-2.33, 512 / 8 2.13 against 2.55, grouped 4 of
+        # 8 (groups ranked in the tile) 2.04 against 2.50, without bias 9-16% faster, float32 rows 9-16%;
+        # softmax 1-9% faster but 384 / 8, 1% slower: 2.07 against 2.05)
+        c["ROUNDS"] = True
     return plan._replace(constexprs=c)
 
 
