@@ -119,7 +119,6 @@ def ab_arms(call, baseline, traits):
         constexprs={**c, "PREFETCH": not c["PREFETCH"]})
     if c.get("ROUNDS"):  # (v19) the same tile selecting by the lanes' sorts and merges
         yield "rule's tile, rounds=0", plan._replace(constexprs={**c, "ROUNDS": False})
-        yield "rule's tile, warp merge", plan._replace(constexprs={**c, "WARP_MERGE": not c.get("WARP_MERGE")})
     if c["WORDS"]:
         yield "rule's tile, words=0", plan._replace(constexprs={**c, "WORDS": False})
     if c["ONE_PASS"]:  # the same tile in two passes (group stage, then the masked stream: kernel v5)

@@ -461,8 +461,7 @@ def _rounds_load(ptr, offset, ok, NUM_EXPERTS: tl.constexpr, PER: tl.constexpr):
 
 @triton.jit
 def _select_rounds(x, expert, exists, bias, offset, scale, kept, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr,
-                   TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr, CHUNK: tl.constexpr, KEYS: tl.constexpr,
-                   WARP_MERGE: tl.constexpr = False):
+                   TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr, CHUNK: tl.constexpr, KEYS: tl.constexpr):
     """Decode sizes (kernel v19; one row on one warp, at most 16 experts a thread, 32-bit keys): the row's
     top CHUNK keys by TOPK rounds of one warp-wide 32-bit max, returned as ``_select`` returns them.
 
@@ -509,13 +508,7 @@ def _select_rounds(x, expert, exists, bias, offset, scale, kept, NUM_GROUPS: tl.
         lists = dropped
     slot = tl.arange(0, CHUNK)
     best = tl.zeros((CHUNK,), tl.uint32)
-    if WARP_MERGE:  # the threads' lists merged by halving; then every thread holds the row's top CHUNK
-        for j in tl.static_range(LISTED, CHUNK):
-            lists = lists + (tl.zeros_like(lists[0]),)
-        lists = _warp_merge(lists, CHUNK)
-        for r in tl.static_range(TOPK):
-            best = tl.where(slot == r, tl.max(lists[r], axis=0), best)
-    for r in tl.static_range(0 if WARP_MERGE else TOPK):
+    for r in tl.static_range(TOPK):
         top = tl.max(lists[0], axis=0)  # REDUX.MAX
         best = tl.where(slot == r, top, best)
         won = lists[0] == top
@@ -529,41 +522,6 @@ def _select_rounds(x, expert, exists, bias, offset, scale, kept, NUM_GROUPS: tl.
     if not IN_TILE:  # a placeholder (compiled Triton returns no None): the caller keeps its own ``kept``
         kept = tl.zeros((1,), tl.int32)
     return chosen, valid, floored, kept
-
-
-@triton.jit
-def _warp_merge(lists, CHUNK: tl.constexpr):
-    """CHUNK columns [32] (each thread's list sorted descending) -> every thread's list the warp's top CHUNK,
-    sorted: five halvings, each a butterfly exchange of the lists with lane t ^ m, the max of one list against
-    the other reversed (a bitonic sequence holding the top CHUNK of both) and a bitonic merge in registers."""
-    for level in tl.static_range(5):
-        merged = ()
-        for j in tl.static_range(CHUNK):
-            merged = merged + (tl.maximum(lists[j], _lane_partner(lists[CHUNK - 1 - j], 16 >> level)),)
-        lists = _bitonic_merge_columns(merged, CHUNK)
-    return lists
-
-
-@triton.jit
-def _lane_partner(x, m: tl.constexpr):
-    """[32] -> the value of element t ^ m at t (one per thread: a butterfly shuffle; ``tl.flip`` of a
-    two-long axis)."""
-    return tl.reshape(tl.flip(tl.reshape(x, (32 // (2 * m), 2, m)), 1), (32,))
-
-
-@triton.jit
-def _bitonic_merge_columns(lists, CHUNK: tl.constexpr):
-    """A bitonic sequence held as CHUNK columns -> sorted descending (half-cleaners of strides CHUNK/2 ... 1)."""
-    for level in tl.static_range(5):
-        if (CHUNK >> (level + 1)) >= 1:
-            out = ()
-            for i in tl.static_range(CHUNK):
-                if (i & (CHUNK >> (level + 1))) == 0:
-                    out = out + (tl.maximum(lists[i], lists[i + (CHUNK >> (level + 1))]),)
-                else:
-                    out = out + (tl.minimum(lists[i - (CHUNK >> (level + 1))], lists[i]),)
-            lists = out
-    return lists
 
 
 @triton.jit
@@ -910,8 +868,7 @@ def bitonic_kernel(
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
     WORDS: tl.constexpr,  # 16-bit logits read as 64-bit words (rows 16-byte aligned, runs of 4; launch.words_ok)
     ONE_PASS: tl.constexpr,  # grouped, window keys: groups ranked and experts keyed in one read of the row
-    ROUNDS: tl.constexpr = False,  # one row on one warp, <= 512 experts, 32-bit keys: _select_rounds (v19)
-    WARP_MERGE: tl.constexpr = False,  # with ROUNDS: the threads' lists merged by halving instead of K rounds
+    ROUNDS: tl.constexpr = False,  # one row on one warp, <= 256 experts, 32-bit keys: _select_rounds (v19)
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -965,8 +922,7 @@ def bitonic_kernel(
         if ROUNDS:
             tl.static_assert(LOGIT16)
             expert, valid, _, _ = _select_rounds(rounds_x, rounds_expert, rounds_exists, None, 0.0, 1.0, None,
-                                                 NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, LOGIT16_KEYS,
-                                                 WARP_MERGE)
+                                                 NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, LOGIT16_KEYS)
         elif LOGIT16:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS, PREFETCH, WORDS,
@@ -979,7 +935,7 @@ def bitonic_kernel(
             kept_found = kept
             expert, valid, floored, kept_tile = _select_rounds(rounds_x, rounds_expert, rounds_exists, rounds_bias,
                                                                offset, steps, kept, NUM_GROUPS, GROUP_SIZE,
-                                                               TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS, WARP_MERGE)
+                                                               TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
             if GROUPS_IN_TILE:
                 kept_found = kept_tile
         elif ONE_PASS:
