@@ -275,9 +275,10 @@ def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_grou
 
 
 def test_rounds_only_where_they_apply():
-    """The rule's decode plans select by rounds up to 512 experts and K = 8, on one row of one warp; not for
-    longer rows, K > 8, softmax of float32 logits (64-bit keys) or tiles of several rows."""
-    from moe_routing.kernels.launch import LATENCY, SMALL, choose_plan, rounds_ok
+    """The rule's decode plans (and the SMALL class's one-row tiles of 128 experts and more) select by rounds up
+    to 512 experts and K = 8, on one row of one warp; not for longer rows, K > 8, softmax of float32 logits
+    (64-bit keys), tiles of several rows, or from 2048 tokens."""
+    from moe_routing.kernels.launch import LATENCY, MEDIUM, SMALL, choose_plan, rounds_ok
 
     def plan(experts, topk, scoring="sigmoid", dtype=torch.bfloat16, tclass=LATENCY):
         call = check_call(torch.zeros(1, experts, dtype=dtype), topk, scoring, None, 1, 1, True, 1.0, None)
@@ -285,7 +286,8 @@ def test_rounds_only_where_they_apply():
 
     assert plan(256, 8) and plan(512, 8) and plan(32, 1) and plan(128, 8, "softmax") and plan(256, 8, dtype=torch.float32)
     assert not plan(513, 8) and not plan(256, 9) and not plan(128, 8, "softmax", torch.float32)
-    assert not plan(256, 8, tclass=SMALL)
+    assert plan(256, 8, tclass=SMALL) and plan(128, 8, tclass=SMALL) and not plan(64, 6, tclass=SMALL)
+    assert not plan(256, 8, tclass=MEDIUM)
     call = check_call(torch.zeros(1, 256), 8, "sigmoid", None, 1, 1, True, 1.0, None)
     assert not rounds_ok(call, 2, 1) and not rounds_ok(call, 1, 2)
 

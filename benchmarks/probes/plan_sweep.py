@@ -41,7 +41,7 @@ from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
 from moe_routing.kernels.launch import (HUGE, LARGE, LATENCY, SMALL, bitonic_chunk, bitonic_plan, one_pass_ok,
-                                        rounds_plan, tensor_traits, token_class, two_passes, words_ok)
+                                        rounds_ok, rounds_plan, tensor_traits, token_class, two_passes, words_ok)
 from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
 
 GRID = {  # (lanes, rows, warps, group) per token class; the LARGE entry serves HUGE too
@@ -142,7 +142,8 @@ def ab_arms(call, baseline, traits):
 def tile_arm(call, spec: str):
     """``--tile``'s plan for this call, or None where it does not apply: SPEC is words such as
     "L2 R16 W1 G4 words" (lanes, rows, warps, run length, P groups per load (default: a whole row), M registers
-    per thread at most (ptxas's maxnreg; default its own choice); flags: words, prefetch, onepass)."""
+    per thread at most (ptxas's maxnreg; default its own choice); flags: words, prefetch, onepass, rounds (v19's
+    selection by K warp-wide reductions: one row on one warp, ``launch.rounds_ok``))."""
     numbers = {"L": 1, "R": 1, "W": 1, "G": 1, "P": triton.next_power_of_2(call.num_groups), "M": 0}
     flags = set()
     for word in spec.split():
@@ -150,14 +151,15 @@ def tile_arm(call, spec: str):
             numbers[word[0]] = int(word[1:])
         else:
             flags.add(word)
-    unknown = flags - {"words", "prefetch", "onepass"}
+    unknown = flags - {"words", "prefetch", "onepass", "rounds"}
     assert not unknown, f"--tile: unknown words {unknown}"
     lanes, group = numbers["L"], numbers["G"]
     if (("onepass" in flags and not one_pass_ok(call, lanes, group)) or (call.grouped and call.group_size % group)
-            or ("words" in flags and not (words_ok(call, lanes, group) and (not call.grouped or "onepass" in flags)))):
+            or ("words" in flags and not (words_ok(call, lanes, group) and (not call.grouped or "onepass" in flags)))
+            or ("rounds" in flags and not rounds_ok(call, numbers["R"], numbers["W"]))):
         return None
     plan = bitonic_plan(call, lanes, numbers["R"], numbers["W"], group, numbers["P"], "prefetch" in flags,
-                        "words" in flags, "onepass" in flags)
+                        "words" in flags, "onepass" in flags, "rounds" in flags)
     return plan._replace(maxnreg=numbers["M"] or None)
 
 

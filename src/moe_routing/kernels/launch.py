@@ -234,8 +234,14 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # against 7.65; the 16-bit measurements of v5, v7, v11 and v14 chose them. At 2048 tokens they still
         # pay, 384 / 8 4.92 against 5.39, and for 128 experts, 5.49 against 5.72 at 8192)
         c["PREFETCH"] = False
-    if tclass == LATENCY and rounds_ok(call, plan.rows, plan.num_warps, float32_logits):
-        # (v19) decode sizes: K rounds of one warp-wide 32-bit max instead of the lanes' sorts and merges
+    if ((tclass == LATENCY or (tclass == SMALL and call.experts >= 128))
+            and rounds_ok(call, plan.rows, plan.num_warps, float32_logits)):
+        # (v19) decode sizes, and the SMALL class's one-row tiles of 128 experts and more (257-2047 tokens; runs
+        # 8-9: 256 / 8 2.10 / 2.48 / 3.42 us against 2.38 / 2.84 / 4.02 at 257 / 1024 / 2047 tokens, 512 / 8
+        # 2.41 / 3.26 / 4.32 against 2.81 / 4.06 / 5.73, grouped 4 of 8 2.23 / 2.74 / 3.68 against 2.76 / 3.43 /
+        # 5.09, 128 / 8 5-8% faster; 64 / 6 on its two-row tile faster at 257, 16% slower at 2047; MEDIUM mixed:
+        # 256 / 8 10% faster at 2048, 6% slower at 4095): K rounds of one warp-wide 32-bit max instead of the
+        # lanes' sorts and merges
         # (session 20, runs 2-6, against v18 on the same tile, T = 1: 256 / 8 1.89-1.93 us against 2.15-2.19,
         # 64 / 6 1.65 against 1.84, 384 / 8 2.08-2.15 against 2.27-2.33, 512 / 8 2.13 against 2.55, grouped 4 of
         # 8 (groups ranked in the tile) 2.04 against 2.50, without bias 9-16% faster, float32 rows 9-16%;
