@@ -124,9 +124,9 @@ def test_rules_use_the_bitonic_kernel_where_it_applies():
 
 
 def test_token_classes_are_monotone():
-    counts = (1, 256, 257, 2047, 2048, 4095, 4096, 16383, 16384, 32767, 32768, 65535, 65536, 262144)
+    counts = (1, 256, 257, 2047, 2048, 3071, 3072, 4095, 4096, 16383, 16384, 32767, 32768, 65535, 65536, 262144)
     classes = [token_class(t) for t in counts]
-    assert classes == sorted(classes) and classes[0] == 0 and classes[-1] == 6 and len(set(classes)) == 7
+    assert classes == sorted(classes) and classes[0] == 0 and classes[-1] == 7 and len(set(classes)) == 8
     assert [token_class(t - 1) + 1 for t in TOKEN_CLASS_STARTS] == [token_class(t) for t in TOKEN_CLASS_STARTS]
 
 
@@ -277,8 +277,9 @@ def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_grou
 def test_rounds_only_where_they_apply():
     """The rule's decode plans (and the SMALL class's one-row tiles of 128 experts and more) select by rounds up
     to 512 experts and K = 8, on one row of one warp; not for longer rows, K > 8, softmax of float32 logits
-    (64-bit keys), tiles of several rows, or from 2048 tokens."""
-    from moe_routing.kernels.launch import LATENCY, MEDIUM, SMALL, choose_plan, rounds_ok
+    (64-bit keys) or tiles of several rows; from 2048 to 3071 tokens (MEDIUM) only sigmoid rows of 256 or 512 experts
+    on 16-bit logits; none from 3072."""
+    from moe_routing.kernels.launch import LATENCY, MEDIUM, MEDIUM_3K, SMALL, choose_plan, rounds_ok
 
     def plan(experts, topk, scoring="sigmoid", dtype=torch.bfloat16, tclass=LATENCY):
         call = check_call(torch.zeros(1, experts, dtype=dtype), topk, scoring, None, 1, 1, True, 1.0, None)
@@ -287,7 +288,14 @@ def test_rounds_only_where_they_apply():
     assert plan(256, 8) and plan(512, 8) and plan(32, 1) and plan(128, 8, "softmax") and plan(256, 8, dtype=torch.float32)
     assert not plan(513, 8) and not plan(256, 9) and not plan(128, 8, "softmax", torch.float32)
     assert plan(256, 8, tclass=SMALL) and plan(128, 8, tclass=SMALL) and not plan(64, 6, tclass=SMALL)
-    assert not plan(256, 8, tclass=MEDIUM)
+    # 2048-3071 tokens (MEDIUM): sigmoid rows of 256 or 512 experts on 16-bit logits only; not from 3072 (MEDIUM_3K)
+    assert plan(256, 8, tclass=MEDIUM) and plan(512, 8, tclass=MEDIUM) and not plan(256, 8, tclass=MEDIUM_3K)
+    assert not plan(384, 8, tclass=MEDIUM) and not plan(128, 8, tclass=MEDIUM)
+    assert not plan(256, 8, "softmax", tclass=MEDIUM) and not plan(256, 8, dtype=torch.float32, tclass=MEDIUM)
+    grouped = check_call(torch.zeros(1, 256, dtype=torch.bfloat16), 8, "sigmoid", torch.zeros(256), 8, 4, True, 1.0,
+                         None)
+    assert choose_plan(grouped, MEDIUM, biased=True).constexprs["ROUNDS"]
+    assert not choose_plan(grouped, MEDIUM_3K, biased=True).constexprs["ROUNDS"]
     call = check_call(torch.zeros(1, 256), 8, "sigmoid", None, 1, 1, True, 1.0, None)
     assert not rounds_ok(call, 2, 1) and not rounds_ok(call, 1, 2)
 

@@ -40,24 +40,24 @@ import triton
 from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
-from moe_routing.kernels.launch import (HUGE, LARGE, LATENCY, SMALL, bitonic_chunk, bitonic_plan, one_pass_ok,
-                                        rounds_ok, rounds_plan, tensor_traits, token_class, two_passes, words_ok)
+from moe_routing.kernels.launch import (HUGE, LARGE, LATENCY, MEDIUM, MEDIUM_3K, SMALL, bitonic_chunk, bitonic_plan,
+                                        one_pass_ok, rounds_ok, rounds_plan, tensor_traits, token_class, two_passes, words_ok)
 from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
 
 GRID = {  # (lanes, rows, warps, group) per token class; the LARGE entry serves HUGE too
-    0: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 1, 1, 1), (32, 1, 2, 1), (16, 1, 1, 2), (8, 1, 1, 2)],
-    1: [(8, 8, 2, 4), (4, 8, 1, 4), (4, 8, 1, 1), (2, 16, 1, 4), (8, 4, 1, 4), (4, 16, 2, 4), (4, 8, 1, 2)],
-    3: [(1, 256, 8, 4), (1, 64, 2, 4), (1, 32, 1, 4), (4, 8, 1, 4), (2, 16, 1, 4), (4, 16, 2, 4), (2, 32, 2, 4),
+    LATENCY: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 1, 1, 1), (32, 1, 2, 1), (16, 1, 1, 2), (8, 1, 1, 2)],
+    SMALL: [(8, 8, 2, 4), (4, 8, 1, 4), (4, 8, 1, 1), (2, 16, 1, 4), (8, 4, 1, 4), (4, 16, 2, 4), (4, 8, 1, 2)],
+    LARGE: [(1, 256, 8, 4), (1, 64, 2, 4), (1, 32, 1, 4), (4, 8, 1, 4), (2, 16, 1, 4), (4, 16, 2, 4), (2, 32, 2, 4),
         (8, 8, 2, 4), (4, 8, 1, 2)],
 }
-GRID[2] = GRID[1]
+GRID[MEDIUM] = GRID[MEDIUM_3K] = GRID[SMALL]
 GROUPED_GRID = {  # (lanes, rows, warps, group, groups per load) per token class (LARGE serves HUGE), 4 of 8 groups
-    0: [(16, 1, 1, 1, 8), (16, 1, 2, 1, 8), (8, 1, 1, 1, 8), (32, 1, 2, 1, 8), (16, 1, 1, 2, 8)],
-    1: [(16, 1, 1, 1, 8), (8, 2, 1, 1, 8), (4, 4, 1, 4, 8), (4, 4, 1, 4, 1), (4, 8, 1, 4, 2)],
-    3: [(1, 32, 1, 4, 1), (1, 32, 1, 4, 2), (1, 16, 1, 4, 1), (1, 64, 2, 4, 1), (4, 8, 1, 4, 1), (4, 8, 1, 4, 8),
+    LATENCY: [(16, 1, 1, 1, 8), (16, 1, 2, 1, 8), (8, 1, 1, 1, 8), (32, 1, 2, 1, 8), (16, 1, 1, 2, 8)],
+    SMALL: [(16, 1, 1, 1, 8), (8, 2, 1, 1, 8), (4, 4, 1, 4, 8), (4, 4, 1, 4, 1), (4, 8, 1, 4, 2)],
+    LARGE: [(1, 32, 1, 4, 1), (1, 32, 1, 4, 2), (1, 16, 1, 4, 1), (1, 64, 2, 4, 1), (4, 8, 1, 4, 1), (4, 8, 1, 4, 8),
         (2, 16, 1, 4, 1), (4, 16, 2, 4, 2), (1, 32, 1, 2, 1)],
 }
-GROUPED_GRID[2] = GROUPED_GRID[1]
+GROUPED_GRID[MEDIUM] = GROUPED_GRID[MEDIUM_3K] = GROUPED_GRID[SMALL]
 MEDIUM_GRID = [(16, 1, 1, 1), (8, 2, 1, 1), (4, 4, 1, 4), (4, 8, 1, 4), (8, 4, 1, 4), (16, 2, 2, 1)]
 WIDE_TOPK_GRID = {  # (lanes, rows, warps, group) per token class, lists of 32 keys (K > 16); LARGE serves 2-4
     LATENCY: [(16, 1, 1, 1), (16, 1, 2, 1), (8, 1, 1, 1), (32, 1, 2, 1)],

@@ -31,11 +31,12 @@ from ._bitonic import bitonic_kernel
 from ._common import log2
 from ._rounds import rounds_kernel
 
-LATENCY, SMALL, MEDIUM, LARGE, HUGE, HUGE_32K, HUGE_64K = range(7)  # token classes
-CLASS_NAMES = ("latency", "small", "medium", "large", "huge", "huge 32k", "huge 64k")  # all_plans' keys, by class
+LATENCY, SMALL, MEDIUM, MEDIUM_3K, LARGE, HUGE, HUGE_32K, HUGE_64K = range(8)  # token classes
+CLASS_NAMES = ("latency", "small", "medium", "medium 3k", "large", "huge", "huge 32k", "huge 64k")  # all_plans' keys
 # the first token count of each class after LATENCY; HUGE_32K and HUGE_64K (session 13) split the prefill sizes
-# where a tile's programs stop fitting one wave of the GPU (benchmarks/NOTES.md v11)
-TOKEN_CLASS_STARTS = (257, 2048, 4096, 16384, 32768, 65536)
+# where a tile's programs stop fitting one wave of the GPU (benchmarks/NOTES.md v11); MEDIUM_3K (session 20) the
+# MEDIUM class where v19's one-row rounds tile stops paying (NOTES.md v19)
+TOKEN_CLASS_STARTS = (257, 2048, 3072, 4096, 16384, 32768, 65536)
 # registers per thread of the grouped one-pass lane-per-row tile from 65536 tokens (NVIDIA): 148 left 12 of its
 # one-warp programs per SM, 128 lets 16 in, one wave of 2048 (v11: 29.5 against 31.9 us; slower below 50688
 # tokens, where 148 fit one wave)
@@ -44,7 +45,7 @@ MAX_BITONIC_TOPK = 32  # lists of up to 32 keys per lane (kernel v9; 16 before)
 
 
 def token_class(tokens: int) -> int:
-    """Token counts that every rule treats alike: <= 256, < 2048, < 4096, < 16384, < 32768, < 65536, more
+    """Token counts that every rule treats alike: <= 256, < 2048, < 3072, < 4096, < 16384, < 32768, < 65536, more
     (the C++ host path counts the same ``TOKEN_CLASS_STARTS``)."""
     return bisect.bisect_right(TOKEN_CLASS_STARTS, tokens)
 
@@ -185,6 +186,13 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
 def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, float32_logits: bool = False) -> Plan:
     """The bitonic kernel's tile, and one read of the row for grouped routing wherever the tile allows it
     (``one_pass_ok``, kernel v6), word loads where aligned (v5-v7); benchmarks/NOTES.md."""
+    if (tclass == MEDIUM and call.experts in (256, 512) and not call.softmax and not float32_logits
+            and call.num_groups <= 16 and rounds_ok(call, 1, 1)):
+        # (v19) 2048-3071 tokens, sigmoid rows of 256 or 512 experts (grouped too) on 16-bit logits: the SMALL
+        # class's one-row tile, selecting by rounds (session 20, run 11 against v18's four-lane tile of runs 8-9:
+        # 256 / 8 3.45 / 4.17 us at 2048 / 3071 tokens against 3.71 / 4.43 at 2048 / 3072, 512 / 8 4.43 / 5.53
+        # against 5.50 / 6.03, grouped 4 of 8 3.84 / 4.67 against 4.01 / 5.07; 384 / 8 mixed, kept off)
+        tclass = SMALL
     plan = _bitonic_tile(call, tclass)
     if (tclass >= HUGE_32K and not call.grouped and 256 < call.experts <= 512 and wide_loads
             and words_ok(call, 2, plan.constexprs["GROUP"])):
@@ -239,9 +247,11 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # (v19) decode sizes, and the SMALL class's one-row tiles of 128 experts and more (257-2047 tokens; runs
         # 8-9: 256 / 8 2.10 / 2.48 / 3.42 us against 2.38 / 2.84 / 4.02 at 257 / 1024 / 2047 tokens, 512 / 8
         # 2.41 / 3.26 / 4.32 against 2.81 / 4.06 / 5.73, grouped 4 of 8 2.23 / 2.74 / 3.68 against 2.76 / 3.43 /
-        # 5.09, 128 / 8 5-8% faster; 64 / 6 on its two-row tile faster at 257, 16% slower at 2047; MEDIUM mixed:
-        # 256 / 8 10% faster at 2048, 6% slower at 4095): K rounds of one warp-wide 32-bit max instead of the
-        # lanes' sorts and merges
+        # 5.09, 128 / 8 5-8% faster; 64 / 6 on its two-row tile faster at 257, 16% slower at 2047; in the MEDIUM
+        # class, given this tile above, 256 / 8 3.32 / 4.14 against 3.71 / 4.43 at 2048 / 3072 tokens but 6%
+        # slower at 4095, 512 / 8 and grouped 7-21% faster at 2048-3072, 384 / 8 7% faster at 2048 and 1% slower
+        # at 3072, 128 and 64 slower from 2048: hence MEDIUM_3K): K rounds of one warp-wide 32-bit max instead of
+        # the lanes' sorts and merges
         # (session 20, runs 2-6, against v18 on the same tile, T = 1: 256 / 8 1.89-1.93 us against 2.15-2.19,
         # 64 / 6 1.65 against 1.84, 384 / 8 2.08-2.15 against 2.27-2.33, 512 / 8 2.13 against 2.55, grouped 4 of
         # 8 (groups ranked in the tile) 2.04 against 2.50, without bias 9-16% faster, float32 rows 9-16%;
@@ -276,7 +286,7 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
     # better elsewhere (benchmarks/NOTES.md v5, v7, v14)
     prefetch = (tclass <= SMALL or not long_rows or (call.experts > 256 and tclass < HUGE)
                 or (call.experts == 256 and tclass == LARGE)
-                or (call.experts <= 256 and tclass in (MEDIUM, LARGE) and not call.grouped))
+                or (call.experts <= 256 and tclass in (MEDIUM, MEDIUM_3K, LARGE) and not call.grouped))
     if bitonic_chunk(call) > 16 and tclass >= MEDIUM:
         # lists of 32 keys (K > 16): four lanes, four rows a warp, no run filter, no step-ahead loads (v9: at
         # 1024 / 32 and 256 / 32 the fastest tile from 8192 tokens up; runs of 4 and more rows were slower)
@@ -293,7 +303,7 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
             return bitonic_plan(call, 1, 128, 4, 1, 1, prefetch)
         return bitonic_plan(call, min(4, chunks), 8, 1, 1, whole_row, prefetch)
     # long rows: runs of 4 experts filtered by their best key; several rows per warp
-    if tclass == MEDIUM:
+    if tclass in (MEDIUM, MEDIUM_3K):
         return bitonic_plan(call, 4, 4, 1, run, whole_row, prefetch)
     if tclass >= HUGE and call.experts <= 256:
         # two lanes per row, 16 rows a warp, where twice the lane-per-row tile's programs still fit the GPU
