@@ -58,8 +58,8 @@ sigmoid (sigmoid is strictly increasing; float32 sigmoids that tie where the log
 
 Lists hold ``CHUNK`` = 8, 16 or 32 keys (K <= 32; 32 since kernel v9).
 
-Decode sizes (``ROUNDS``, kernel v19: one row on one warp, at most 512 experts, K <= 8, 32-bit keys) select
-without lanes' lists: each thread holds 2-16 of the row's experts, sorts their keys in registers, and K rounds
+Small batches (``ROUNDS``, kernel v19: one row on one warp, at most 512 experts, K <= 8, 32-bit keys; up to 2047
+tokens, or 3071 for 256 and 512 experts, by the rule) select without lanes' lists: each thread holds 2-16 of the row's experts, sorts their keys in registers, and K rounds
 each take the warp's largest first key with one 32-bit integer reduction (``REDUX`` on sm_80+) and move the
 winner's list up (``_select_rounds``). Same keys, so the same picks and bits as the lane merge.
 
@@ -462,13 +462,14 @@ def _rounds_load(ptr, offset, ok, NUM_EXPERTS: tl.constexpr, PER: tl.constexpr):
 @triton.jit
 def _select_rounds(x, expert, exists, bias, offset, scale, kept, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr,
                    TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr, CHUNK: tl.constexpr, KEYS: tl.constexpr):
-    """Decode sizes (kernel v19; one row on one warp, at most 16 experts a thread, 32-bit keys): the row's
-    top CHUNK keys by TOPK rounds of one warp-wide 32-bit max, returned as ``_select`` returns them.
+    """Small batches (kernel v19: one row on one warp, at most 16 experts a thread, 32-bit keys; the rule gives it
+    decode sizes and the SMALL class, ``launch._bitonic_rule``): the row's top CHUNK keys by TOPK rounds of one
+    warp-wide 32-bit max, returned as ``_select`` returns them.
 
     ``x``, ``expert``, ``exists``: [32, PER], thread t's experts t * PER ... (``_rounds_load``); ``bias`` the
     same experts' float32 bias (None without); ``kept``: the kept groups' bits [1] from the group stage, or None:
-    flat, or grouped with the groups ranked here (``rounds_groups_in_tile``: each thread's experts inside one
-    group), from the same ``c`` as the keys and in the same float32 arithmetic as the group stage, while the
+    flat, or grouped with the groups ranked here (the kernel's ``GROUPS_IN_TILE``: each thread's experts inside
+    one group), from the same ``c`` as the keys and in the same float32 arithmetic as the group stage, while the
     threads sort; an eliminated group's threads then drop their whole lists. Returns what ``_select`` returns,
     and the kept groups' bits ranked here (a placeholder otherwise). Each thread sorts its keys in registers once;
     a round is then one ``tl.max`` of the 32 threads' first keys, which sm_80+ run as a single ``REDUX``
@@ -868,7 +869,7 @@ def bitonic_kernel(
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
     WORDS: tl.constexpr,  # 16-bit logits read as 64-bit words (rows 16-byte aligned, runs of 4; launch.words_ok)
     ONE_PASS: tl.constexpr,  # grouped, window keys: groups ranked and experts keyed in one read of the row
-    ROUNDS: tl.constexpr = False,  # one row on one warp, <= 256 experts, 32-bit keys: _select_rounds (v19)
+    ROUNDS: tl.constexpr = False,  # one row on one warp, <= 512 experts, 32-bit keys: _select_rounds (v19)
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
