@@ -244,18 +244,15 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         c["PREFETCH"] = False
     if ((tclass == LATENCY or (tclass == SMALL and call.experts >= 128))
             and rounds_ok(call, plan.rows, plan.num_warps, float32_logits)):
-        # (v19) decode sizes, and the SMALL class's one-row tiles of 128 experts and more (257-2047 tokens; runs
-        # 8-9: 256 / 8 2.10 / 2.48 / 3.42 us against 2.38 / 2.84 / 4.02 at 257 / 1024 / 2047 tokens, 512 / 8
-        # 2.41 / 3.26 / 4.32 against 2.81 / 4.06 / 5.73, grouped 4 of 8 2.23 / 2.74 / 3.68 against 2.76 / 3.43 /
-        # 5.09, 128 / 8 5-8% faster; 64 / 6 on its two-row tile faster at 257, 16% slower at 2047; in the MEDIUM
-        # class, given this tile above, 256 / 8 3.32 / 4.14 against 3.71 / 4.43 at 2048 / 3072 tokens but 6%
-        # slower at 4095, 512 / 8 and grouped 7-21% faster at 2048-3072, 384 / 8 7% faster at 2048 and 1% slower
-        # at 3072, 128 and 64 slower from 2048: hence MEDIUM_3K): K rounds of one warp-wide 32-bit max instead of
-        # the lanes' sorts and merges
-        # (session 20, runs 2-6, against v18 on the same tile, T = 1: 256 / 8 1.89-1.93 us against 2.15-2.19,
-        # 64 / 6 1.65 against 1.84, 384 / 8 2.08-2.15 against 2.27-2.33, 512 / 8 2.13 against 2.55, grouped 4 of
-        # 8 (groups ranked in the tile) 2.04 against 2.50, without bias 9-16% faster, float32 rows 9-16%;
-        # softmax 1-9% faster but 384 / 8, 1% slower: 2.07 against 2.05)
+        # (v19) K rounds of one warp-wide 32-bit max instead of the lanes' sorts and merges, at decode sizes and on
+        # the SMALL class's one-row tiles of 128 experts and more (and on the MEDIUM rows sent to them above).
+        # Session 20 against v18 on the same tile: T = 1 256 / 8 1.88-1.95 us against 2.14-2.21, 64 / 6 1.65-1.71
+        # against 1.84-1.89, 384 / 8 2.08-2.21 against 2.27-2.39, 512 / 8 2.13-2.19 against 2.55-2.61, grouped 4 of
+        # 8 (groups ranked in the tile) 2.04-2.16 against 2.50-2.62, without bias 9-16% faster, float32 rows
+        # 9-16%, softmax 1-9% but 384 / 8 1% slower (2.07 against 2.05); 257-2047 tokens 256 / 8 2.13 / 2.48 / 3.42
+        # against 2.38 / 2.81 / 4.00 at 257 / 1024 / 2047, 512 / 8 2.50 / 3.24 / 4.41 against 2.82 / 3.97 / 5.70,
+        # grouped 2.31 / 2.71 / 3.73 against 2.77 / 3.38 / 5.07. Not for 64 / 6 there (its two-row tile: faster
+        # at 257 tokens, 16% slower at 2047), nor from 3072 tokens (MEDIUM_3K: 256 / 8 6% slower at 4095)
         c["ROUNDS"] = True
     return plan._replace(constexprs=c)
 
