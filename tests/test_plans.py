@@ -237,15 +237,20 @@ ROUNDS_CASES = [  # (experts, topk, groups, topk_group, scoring, bias, logits dt
 ]
 
 
+@pytest.mark.parametrize("renormalize", [True, False], ids=["renormalised", "not renormalised"])
 @pytest.mark.parametrize("shift", [0.0, 8.0], ids=["window keys", "bias outside the window"])
 @pytest.mark.parametrize("experts,topk,groups,topk_group,scoring,with_bias,dtype,bias_dtype", ROUNDS_CASES, ids=str)
 def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_group, scoring, with_bias, dtype,
-                                                bias_dtype, shift):
-    """Decode plans select by K rounds of one warp-wide max (kernel v19) where ``rounds_ok`` allows; the same
-    tile with the lanes' sorts and merges instead gives the same bits, ties, non-finite rows (the exact redo),
-    padding and a bias outside the window (exact keys for the whole call) included, into poisoned outputs."""
+                                                bias_dtype, shift, renormalize):
+    """Decode plans select by K rounds of one warp-wide max (kernel v19) and store the weights from the scores
+    the rounds hand over (v20) where ``rounds_ok`` allows; the same tile with the lanes' sorts and merges instead
+    gives the same bits, ties, non-finite rows (the exact redo), scores that underflow (kept as the window picked
+    them, the weights re-read), padding and a bias outside the window (exact keys for the whole call) included,
+    renormalised or not, into poisoned outputs."""
     if shift and not with_bias:
         pytest.skip("no bias to shift")
+    if shift and not renormalize:
+        pytest.skip("renormalising changes the stores only: the window keys' rows suffice")
     from moe_routing.kernels import launch
     from moe_routing.kernels.launch import LATENCY, choose_plan, rounds_ok, tensor_traits
     from conftest import assert_fully_written, poisoned_out
@@ -256,21 +261,26 @@ def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_grou
     logits[1, ::7] = float("nan")
     logits[2] = float("-inf")
     logits[3, 1::3] = logits[3, 0]  # many equal values among the best
+    if scoring == "sigmoid":  # scores near and under 2**-126, where the GPU's two sigmoids part (v20)
+        logits[5] = -85.0 - 5.0 * torch.rand(experts, generator=torch.Generator().manual_seed(5))
     bias = random_bias(experts, bias_dtype, seed=experts) + shift if with_bias else None
-    call = check_call(logits, topk, scoring, bias, groups, topk_group, True, 2.5, None)
+    call = check_call(logits, topk, scoring, bias, groups, topk_group, renormalize, 2.5, None)
     plan = choose_plan(call, LATENCY, **tensor_traits(logits, bias))
     assert plan.constexprs["ROUNDS"] and rounds_ok(call, plan.rows, plan.num_warps, dtype == torch.float32)
+    assert plan.constexprs["HANDOVER"]  # (v20) every decode plan with rounds hands the scores over
     merged = plan._replace(constexprs={**plan.constexprs, "ROUNDS": False})
+    reread = plan._replace(constexprs={**plan.constexprs, "HANDOVER": False})  # v19's stores (SMALL's 512 / 8)
     outputs = []
-    for variant in (plan, merged):
+    for variant in (plan, merged, reread):
         weights, ids = poisoned_out(tokens, topk, logits.device)
         launch(call, logits, bias, weights, ids, plan=variant)
         assert_fully_written(weights, ids)
         outputs.append((weights, ids))
-    assert torch.equal(outputs[0][1], outputs[1][1]) and torch.equal(outputs[0][0], outputs[1][0])
+    for other in outputs[1:]:
+        assert torch.equal(outputs[0][1], other[1]) and torch.equal(outputs[0][0], other[0])
     expected = reference.route(logits.cpu(), topk, scoring_func=scoring,
                                correction_bias=None if bias is None else bias.cpu(), num_expert_group=groups,
-                               topk_group=topk_group, routed_scaling_factor=2.5)[1]
+                               topk_group=topk_group, renormalize=renormalize, routed_scaling_factor=2.5)[1]
     assert torch.equal(outputs[0][1].cpu()[[0, 2, 3]].to(expected.dtype), expected[[0, 2, 3]])  # tie rows exact
 
 
@@ -298,6 +308,28 @@ def test_rounds_only_where_they_apply():
     assert not choose_plan(grouped, MEDIUM_3K, biased=True).constexprs["ROUNDS"]
     call = check_call(torch.zeros(1, 256), 8, "sigmoid", None, 1, 1, True, 1.0, None)
     assert not rounds_ok(call, 2, 1) and not rounds_ok(call, 1, 2)
+
+
+def test_scores_handed_over_where_measured_faster():
+    """Kernel v20's stores (the weights from the scores the rounds hand over) on every decode plan with rounds;
+    beyond decode sizes only for flat rows of at most 256 experts (512 experts and grouped rows measured slower
+    there); never without rounds."""
+    from moe_routing.kernels.launch import HUGE, LATENCY, MEDIUM, SMALL, choose_plan
+
+    def constexprs(experts, groups=1, kept=1, tclass=LATENCY, scoring="sigmoid"):
+        call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), 8, scoring, None, groups, kept, True, 1.0,
+                          None)
+        return choose_plan(call, tclass).constexprs
+
+    for experts, groups, kept in ((256, 1, 1), (64, 1, 1), (512, 1, 1), (384, 1, 1), (256, 8, 4), (300, 4, 2)):
+        assert constexprs(experts, groups, kept)["HANDOVER"]
+    assert constexprs(128, scoring="softmax")["HANDOVER"]
+    assert constexprs(256, tclass=SMALL)["HANDOVER"] and constexprs(256, tclass=MEDIUM)["HANDOVER"]
+    assert constexprs(128, tclass=SMALL)["HANDOVER"]
+    assert constexprs(512, tclass=SMALL)["ROUNDS"] and not constexprs(512, tclass=SMALL)["HANDOVER"]
+    assert constexprs(512, tclass=MEDIUM)["ROUNDS"] and not constexprs(512, tclass=MEDIUM)["HANDOVER"]
+    assert constexprs(256, 8, 4, tclass=SMALL)["ROUNDS"] and not constexprs(256, 8, 4, tclass=SMALL)["HANDOVER"]
+    assert not constexprs(256, tclass=HUGE)["ROUNDS"] and not constexprs(256, tclass=HUGE)["HANDOVER"]
 
 
 COMPILE_FOR_SM90 = """

@@ -119,6 +119,9 @@ def ab_arms(call, baseline, traits):
         constexprs={**c, "PREFETCH": not c["PREFETCH"]})
     if c.get("ROUNDS"):  # (v19) the same tile selecting by the lanes' sorts and merges
         yield "rule's tile, rounds=0", plan._replace(constexprs={**c, "ROUNDS": False})
+        # (v20) the rounds' weights from the scores handed over, or from the logits re-read (v19's stores)
+        yield f"rule's tile, handover={int(not c['HANDOVER'])}", plan._replace(
+            constexprs={**c, "HANDOVER": not c["HANDOVER"]})
     if c["WORDS"]:
         yield "rule's tile, words=0", plan._replace(constexprs={**c, "WORDS": False})
     if c["ONE_PASS"]:  # the same tile in two passes (group stage, then the masked stream: kernel v5)

@@ -460,7 +460,8 @@ def _rounds_load(ptr, offset, ok, NUM_EXPERTS: tl.constexpr, PER: tl.constexpr):
 
 
 @triton.jit
-def _select_rounds(x, expert, exists, bias, offset, scale, kept, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr,
+def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GROUPS: tl.constexpr,
+                   GROUP_SIZE: tl.constexpr,
                    TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr, CHUNK: tl.constexpr, KEYS: tl.constexpr):
     """Small batches (kernel v19: one row on one warp, at most 16 experts a thread, 32-bit keys; the rule gives it
     decode sizes and the SMALL class, ``launch._bitonic_rule``): the row's top CHUNK keys by TOPK rounds of one
@@ -507,22 +508,63 @@ def _select_rounds(x, expert, exists, bias, offset, scale, kept, NUM_GROUPS: tl.
         for j in tl.static_range(LISTED):
             dropped = dropped + (tl.where(mine, lists[j], 0).to(tl.uint32),)
         lists = dropped
-    slot = tl.arange(0, CHUNK)
-    best = tl.zeros((CHUNK,), tl.uint32)
+    # the values' float32 bits, column by column: a round's winner hands over its head's value (v20; ``values``
+    # None: nothing handed over)
+    if values is not None:
+        value_bits = _columns(values.to(tl.uint32, bitcast=True), PER)
+    picks = ()
+    picked = ()
     for r in tl.static_range(TOPK):
-        top = tl.max(lists[0], axis=0)  # REDUX.MAX
-        best = tl.where(slot == r, top, best)
-        won = lists[0] == top
+        head = lists[0]
+        top = tl.max(head, axis=0)  # REDUX.MAX
+        won = head == top
+        # the winner's value, off the rounds' chain: its head's column (the key's low index bits), then one
+        # more REDUX of it where the thread won (keys are unique but for 0, which only invalid rows pick)
+        picks = picks + (top,)
+        if values is not None:
+            mine = _pick_column(value_bits, (head ^ INDEX_MASK) & (PER - 1), PER)
+            picked = picked + (tl.max(tl.where(won, mine, 0).to(tl.uint32), axis=0).to(tl.float32, bitcast=True),)
         moved = ()
         for j in tl.static_range(KEEP - 1):
             moved = moved + (tl.where(won, lists[j + 1], lists[j]),)
         lists = moved + (tl.where(won, 0, lists[KEEP - 1]).to(tl.uint32),)
-    best = tl.reshape(best, (1, CHUNK))
-    chosen, valid = _key_expert(best, KEYS)
-    floored = tl.max(((slot < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
     if not IN_TILE:  # a placeholder (compiled Triton returns no None): the caller keeps its own ``kept``
         kept = tl.zeros((1,), tl.int32)
-    return chosen, valid, floored, kept
+    return picks, picked, kept
+
+
+@triton.jit
+def _pick_column(columns, index, COUNT: tl.constexpr):
+    """Per thread, ``columns[index]`` of a tuple of COUNT [32] tensors (``index`` [32] below COUNT, a power of
+    two): a tree of selects on the index's bits."""
+    level = columns
+    for b in tl.static_range(4):
+        if (1 << b) < COUNT:
+            odd = ((index >> b) & 1) != 0
+            chosen = ()
+            for i in tl.static_range(COUNT >> (b + 1)):
+                chosen = chosen + (tl.where(odd, level[2 * i + 1], level[2 * i]),)
+            level = chosen
+    return level[0]
+
+
+@triton.jit
+def _complete_picks(picks, TOPK: tl.constexpr):
+    """Whether every one of the TOPK picks' keys is a valid expert's (none under the window, none invalid)."""
+    complete = (picks[0] >> INDEX_BITS) >= Q_VALID
+    for r in tl.static_range(1, TOPK):
+        complete = complete & ((picks[r] >> INDEX_BITS) >= Q_VALID)
+    return complete
+
+
+@triton.jit
+def _picks_tile(picks, TOPK: tl.constexpr, CHUNK: tl.constexpr, KEYS: tl.constexpr):
+    """(expert, valid) [1, CHUNK] of the picks' keys, as ``_select`` returns them (slots past TOPK: key 0)."""
+    slot = tl.arange(0, CHUNK)
+    best = tl.zeros((CHUNK,), tl.uint32)
+    for r in tl.static_range(TOPK):
+        best = tl.where(slot == r, picks[r], best)
+    return _key_expert(tl.reshape(best, (1, CHUNK)), KEYS)
 
 
 @triton.jit
@@ -870,17 +912,37 @@ def bitonic_kernel(
     WORDS: tl.constexpr,  # 16-bit logits read as 64-bit words (rows 16-byte aligned, runs of 4; launch.words_ok)
     ONE_PASS: tl.constexpr,  # grouped, window keys: groups ranked and experts keyed in one read of the row
     ROUNDS: tl.constexpr = False,  # one row on one warp, <= 512 experts, 32-bit keys: _select_rounds (v19)
+    HANDOVER: tl.constexpr = False,  # ROUNDS: the weights from the scores the rounds hand over (v20)
 ):
+    if ROUNDS:  # one row on one warp (kernel v19; v20's stores)
+        _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
+                         stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
+                         BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, LANES,
+                         CHUNK, LOG2_CHUNK, GROUPS_PER_LOAD, PREFETCH, WORDS, HANDOVER)
+    else:
+        _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
+                         stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
+                         BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, ROWS,
+                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS)
+
+
+@triton.jit
+def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
+                     stride_i_row, stride_i_col, num_rows, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr,
+                     RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr,
+                     NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr,
+                     BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr,
+                     LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUP: tl.constexpr,
+                     GROUPS_PER_LOAD: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
+                     ONE_PASS: tl.constexpr):
+    """ROWS rows a program, LANES lanes a row: the lanes' lists (module docstring)."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
     rows64 = rows.to(tl.int64)
 
     # grouped: rank the groups first, then select among the kept groups' experts
-    # (v19) decode plans rank the groups in the rounds' tile where each thread's experts lie in one group
-    GROUPS_IN_TILE: tl.constexpr = (ROUNDS and TOPK_GROUP < NUM_GROUPS and NUM_EXPERTS == BLOCK_EXPERTS
-                                    and GROUP_SIZE % (BLOCK_EXPERTS // 32) == 0)
     kept = None
-    if TOPK_GROUP < NUM_GROUPS and not ONE_PASS and not GROUPS_IN_TILE:
+    if TOPK_GROUP < NUM_GROUPS and not ONE_PASS:
         kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
                                 TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
 
@@ -888,22 +950,11 @@ def bitonic_kernel(
     # selection below depends on the window, and its loads would otherwise wait for it). Both key
     # encodings read the same step when their runs are alike (GROUP = 1).
     x_first = None
-    if PREFETCH and not ROUNDS:  # (ROUNDS reads the row in its own layout below; its exact redo reads its own)
+    if PREFETCH:
         x_first = _step_load(logits_ptr + rows64[:, None, None, None] * stride_l_row, row_ok, tl.arange(0, LANES),
                              tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
                              CHUNK, GROUP, WORDS)
     x_exact = x_first if GROUP == 1 else None
-    # ROUNDS: the row's logits (and bias) in the rounds' layout, read before the window as PREFETCH's first step
-    rounds_bias = None
-    if ROUNDS:
-        tl.static_assert(ROWS == 1 and BLOCK_EXPERTS <= WINDOW_EXPERTS and not ONE_PASS)
-        PER: tl.constexpr = BLOCK_EXPERTS // 32
-        row = tl.program_id(0).to(tl.int64)
-        rounds_expert = tl.arange(0, 32)[:, None] * PER + tl.arange(0, PER)[None, :]
-        rounds_exists = rounds_expert < NUM_EXPERTS
-        rounds_x = _rounds_load(logits_ptr, row * stride_l_row, row < num_rows, NUM_EXPERTS, PER)
-        if bias_ptr is not None:
-            rounds_bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
     # ranked by the logits themselves: softmax, and flat sigmoid without bias beyond the window keys' 512
     # experts (exact keys of the logit instead of the sigmoid's: no sigmoid per expert). No window, nothing
     # to redo. Window keys stay faster than the 16-bit logit keys for sigmoid without bias (NOTES.md v9).
@@ -911,20 +962,11 @@ def bitonic_kernel(
     BY_LOGIT: tl.constexpr = SOFTMAX or (bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
                                          and NUM_EXPERTS > WINDOW_EXPERTS)
     offset, steps, usable = 0.0, 1.0, False
-    if ROUNDS and rounds_bias is not None:  # the window from the bias already read (the same min and max)
-        unusable = (tl.abs(rounds_bias) == float("inf")) | (rounds_bias != rounds_bias)
-        offset, steps, usable = _window_from(tl.min(tl.min(rounds_bias, axis=1), axis=0),
-                                             tl.max(tl.max(rounds_bias, axis=1), axis=0),
-                                             tl.max(tl.max(unusable.to(tl.int32), axis=1), axis=0) == 0)
-    elif NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT:
+    if NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if BY_LOGIT:
         tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS)
-        if ROUNDS:
-            tl.static_assert(LOGIT16)
-            expert, valid, _, _ = _select_rounds(rounds_x, rounds_expert, rounds_exists, None, 0.0, 1.0, None,
-                                                 NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, LOGIT16_KEYS)
-        elif LOGIT16:
+        if LOGIT16:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS, PREFETCH, WORDS,
                                        x_first)
@@ -932,14 +974,7 @@ def bitonic_kernel(
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, LOGIT_KEYS, PREFETCH, WORDS, x_exact)
     elif usable:
-        if ROUNDS:
-            kept_found = kept
-            expert, valid, floored, kept_tile = _select_rounds(rounds_x, rounds_expert, rounds_exists, rounds_bias,
-                                                               offset, steps, kept, NUM_GROUPS, GROUP_SIZE,
-                                                               TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
-            if GROUPS_IN_TILE:
-                kept_found = kept_tile
-        elif ONE_PASS:
+        if ONE_PASS:
             expert, valid, floored, kept_found = _select_one_pass(
                 logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, NUM_EXPERTS, GROUP_SIZE,
                 NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, LANES, CHUNK, GROUP, PREFETCH, WORDS, x_first)
@@ -956,14 +991,25 @@ def bitonic_kernel(
             valid = tl.where(floored[:, None], exact_valid, valid)
     else:
         kept_stage = kept
-        if ONE_PASS or GROUPS_IN_TILE:  # the window is unusable: the group stage, then the exact stream
+        if ONE_PASS:  # the window is unusable: the group stage, then the exact stream
             kept_stage = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
                                           TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept_stage,
                                    NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
                                    WORDS, x_exact)
 
-    # weight: unbiased scores of the chosen experts (re-read: cache hits), renormalised, scaled
+    _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
+               stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, ROWS, CHUNK,
+               LOG2_CHUNK)
+
+
+@triton.jit
+def _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
+               stride_w_col, stride_i_row, stride_i_col, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr,
+               RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
+               LOG2_CHUNK: tl.constexpr):
+    """The rows' weights and ids from the chosen experts [ROWS, CHUNK]: the unbiased scores of the chosen
+    (their logits re-read: cache hits), renormalised, scaled, stored."""
     slot = tl.arange(0, CHUNK)
     out_mask = row_ok[:, None] & (slot < TOPK)[None, :]
     x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=out_mask & valid, other=0.0)
@@ -978,7 +1024,141 @@ def bitonic_kernel(
     else:
         chosen = tl.where(out_mask, sigmoid_scores(x.to(tl.float32), valid), 0.0)
     weights = finish_weights(chosen, slot, TOPK, RENORMALIZE, ROWS, CHUNK, LOG2_CHUNK, scale)
-
-    # store
     tl.store(weights_ptr + rows64[:, None] * stride_w_row + slot[None, :] * stride_w_col, weights, mask=out_mask)
     tl.store(ids_ptr + rows64[:, None] * stride_i_row + slot[None, :] * stride_i_col, expert, mask=out_mask)
+
+
+@triton.jit
+def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_row,
+                 stride_i_col, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr, RENORMALIZE: tl.constexpr,
+                 CHUNK: tl.constexpr):
+    """``_store_row`` for one row whose TOPK picks are all valid (``store``: stores nothing otherwise), from the
+    rounds' keys and logits (scalars, the same in every thread: kernel v20) with the same arithmetic as
+    ``_store_row`` (``sigmoid_scores``, or exp(x - the first pick's x), and ``finish_weights``' pairwise sum
+    over CHUNK slots with 0 past TOPK), so the same bits, without re-reading the logits or a reduction across
+    threads. Straight-line code (no branch): each pick's score is formed while the later rounds run."""
+    slot = tl.arange(0, CHUNK)
+    scores = ()
+    chosen = tl.zeros((CHUNK,), tl.float32)
+    expert = tl.zeros((CHUNK,), tl.int32)
+    for r in tl.static_range(TOPK):
+        if SOFTMAX:  # ``values``: the picks' logits
+            score = tl.exp(values[r] - values[0])
+        else:  # ``values``: the picks' sigmoid scores
+            score = values[r]
+        scores = scores + (score,)
+        chosen = tl.where(slot == r, score, chosen)
+        expert = tl.where(slot == r, ((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32), expert)
+    if RENORMALIZE:
+        level = scores
+        for _ in tl.static_range(CHUNK - TOPK):
+            level = level + (tl.zeros((), tl.float32),)
+        for b in tl.static_range(5):
+            if (1 << b) < CHUNK:
+                pairs = ()
+                for i in tl.static_range(CHUNK >> (b + 1)):
+                    pairs = pairs + (level[2 * i] + level[2 * i + 1],)
+                level = pairs
+        total = level[0]
+        chosen = tl.where(total > 0.0, chosen / tl.where(total > 0.0, total, 1.0), 1.0 / TOPK)
+    mask = store & (slot < TOPK)
+    tl.store(weights_ptr + row * stride_w_row + slot * stride_w_col, chosen * scale, mask=mask)
+    tl.store(ids_ptr + row * stride_i_row + slot * stride_i_col, expert, mask=mask)
+
+
+@triton.jit
+def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
+                     stride_i_row, stride_i_col, num_rows, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr,
+                     RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr,
+                     NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr,
+                     BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, LANES: tl.constexpr,
+                     CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
+                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, HANDOVER: tl.constexpr):
+    """One row on one warp (``ROUNDS``): the row (and bias) in the rounds' layout, the window, the picks by K
+    warp-wide maxima (``_select_rounds``, v19) and their weights. ``HANDOVER`` (v20): each round's winner also
+    hands over its pick's score (sigmoid) or logit (softmax), and a row whose picks are all valid stores weights
+    formed from these scalars (``_store_picks``): no re-read of the logits, no reduction across threads, no
+    shared-memory round trip before the stores; fewer steps on the row's chain, more instructions per row (the
+    rule keeps it where measured faster). Otherwise, and for the rows ``_store_picks`` leaves, the window's
+    picks with their logits re-read (``_store_row``, v19); rows with a pick under the window or invalid, and rows
+    whose bias window is unusable, take the streaming path's exact keys."""
+    tl.static_assert(BLOCK_EXPERTS <= WINDOW_EXPERTS)
+    PER: tl.constexpr = BLOCK_EXPERTS // 32
+    row = tl.program_id(0).to(tl.int64)
+    row_ok = row < num_rows
+    rows64 = row + tl.zeros((1,), tl.int64)
+    rows_ok = rows64 < num_rows
+    # grouped: the groups ranked in this tile where each thread's experts lie in one group (v19), else the
+    # group stage first
+    GROUPS_IN_TILE: tl.constexpr = (TOPK_GROUP < NUM_GROUPS and NUM_EXPERTS == BLOCK_EXPERTS
+                                    and GROUP_SIZE % PER == 0)
+    kept = None
+    if TOPK_GROUP < NUM_GROUPS and not GROUPS_IN_TILE:
+        kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
+                                TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, 1, PREFETCH)
+    expert = tl.arange(0, 32)[:, None] * PER + tl.arange(0, PER)[None, :]
+    exists = expert < NUM_EXPERTS
+    x = _rounds_load(logits_ptr, row * stride_l_row, row_ok, NUM_EXPERTS, PER)
+    if SOFTMAX:  # ranked by the 16-bit logits' own bits: no window, nothing under it
+        tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
+                         and logits_ptr.dtype.element_ty.primitive_bitwidth == 16)
+        HAND_LOGITS: tl.constexpr = HANDOVER and RENORMALIZE  # (unrenormalised: over the row's sum, a second read)
+        handed = None
+        if HAND_LOGITS:
+            handed = x.to(tl.float32)
+        picks, logits, _ = _select_rounds(x, handed, expert, exists, None, 0.0, 1.0, None, NUM_GROUPS, GROUP_SIZE,
+                                          TOPK_GROUP, TOPK, CHUNK, LOGIT16_KEYS)
+        quick = tl.zeros((), tl.int1)
+        if HAND_LOGITS:
+            quick = _complete_picks(picks, TOPK)
+            _store_picks(picks, logits, row, row_ok & quick, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
+                         stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, CHUNK)
+        if quick.to(tl.int32) == 0:  # a non-finite logit among the picks (its weight is 0), or unrenormalised
+            chosen, valid = _picks_tile(picks, TOPK, CHUNK, LOGIT16_KEYS)
+            _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, stride_w_row,
+                       stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, 1,
+                       CHUNK, LOG2_CHUNK)
+    else:
+        bias = None
+        if bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
+            bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
+            unusable = (tl.abs(bias) == float("inf")) | (bias != bias)
+            offset, steps, usable = _window_from(tl.min(tl.min(bias, axis=1), axis=0),
+                                                 tl.max(tl.max(bias, axis=1), axis=0),
+                                                 tl.max(tl.max(unusable.to(tl.int32), axis=1), axis=0) == 0)
+        else:
+            offset, steps, usable = _window(None, NUM_EXPERTS, BLOCK_EXPERTS)
+        # the keys are formed whatever the window (a row whose window is unusable ignores them); the picks' scores
+        # handed over are the keys' own sigmoids (v20), ``sigmoid_scores``' bits wherever those are normal floats
+        # (``_window_sigmoid``)
+        handed = None
+        if HANDOVER:
+            handed = _window_sigmoid(x.to(tl.float32))
+        picks, picked, kept_tile = _select_rounds(x, handed, expert, exists, bias, offset, steps, kept, NUM_GROUPS,
+                                                  GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
+        windowed = usable & _complete_picks(picks, TOPK)  # the window's picks stand (as on the lane merge)
+        quick = tl.zeros((), tl.int1)
+        if HANDOVER:
+            quick = windowed
+            for r in tl.static_range(TOPK):
+                quick = quick & (picked[r] > 0.0)
+            _store_picks(picks, picked, row, row_ok & quick, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
+                         stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, CHUNK)
+        if quick.to(tl.int32) == 0:
+            if windowed:  # the window's picks, their logits re-read (HANDOVER: a pick's score under 2**-126)
+                chosen, valid = _picks_tile(picks, TOPK, CHUNK, WINDOW_KEYS)
+            else:  # exact keys: a pick under the window (or invalid), or a window outside (-4, 4) or non-finite
+                kept_stage = kept
+                if GROUPS_IN_TILE:  # the tile's groups (from the same c), or the group stage where v19 ran it
+                    if usable:
+                        kept_stage = kept_tile
+                    else:
+                        kept_stage = _kept_group_bits(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, NUM_GROUPS,
+                                                      GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE,
+                                                      GROUPS_PER_LOAD, 1, PREFETCH)
+                chosen, valid, _ = _select(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, 0.0, 1.0, kept_stage,
+                                           NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
+                                           WORDS)
+            _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, stride_w_row,
+                       stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, 1,
+                       CHUNK, LOG2_CHUNK)
