@@ -461,18 +461,20 @@ def _rounds_load(ptr, offset, ok, NUM_EXPERTS: tl.constexpr, PER: tl.constexpr):
 
 @triton.jit
 def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GROUPS: tl.constexpr,
-                   GROUP_SIZE: tl.constexpr,
-                   TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr, CHUNK: tl.constexpr, KEYS: tl.constexpr):
+                   GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr, CHUNK: tl.constexpr,
+                   KEYS: tl.constexpr):
     """Small batches (kernel v19: one row on one warp, at most 16 experts a thread, 32-bit keys; the rule gives it
     decode sizes and the SMALL class, ``launch._bitonic_rule``): the row's top CHUNK keys by TOPK rounds of one
-    warp-wide 32-bit max, returned as ``_select`` returns them.
+    warp-wide 32-bit max.
 
-    ``x``, ``expert``, ``exists``: [32, PER], thread t's experts t * PER ... (``_rounds_load``); ``bias`` the
+    ``x``, ``expert``, ``exists``: [32, PER], thread t's experts t * PER ... (``_rounds_load``); ``values``: the
+    same experts' float32 values to hand over (v20: a round's winner hands over its pick's), or None; ``bias`` the
     same experts' float32 bias (None without); ``kept``: the kept groups' bits [1] from the group stage, or None:
     flat, or grouped with the groups ranked here (the kernel's ``GROUPS_IN_TILE``: each thread's experts inside
     one group), from the same ``c`` as the keys and in the same float32 arithmetic as the group stage, while the
-    threads sort; an eliminated group's threads then drop their whole lists. Returns what ``_select`` returns,
-    and the kept groups' bits ranked here (a placeholder otherwise). Each thread sorts its keys in registers once;
+    threads sort; an eliminated group's threads then drop their whole lists. Returns the TOPK picks' keys and
+    their handed-over values (tuples of scalars, the same in every thread, best first; no values without
+    ``values``) and the kept groups' bits ranked here (a placeholder otherwise). Each thread sorts its keys in registers once;
     a round is then one ``tl.max`` of the 32 threads' first keys, which sm_80+ run as a single ``REDUX``
     instruction (Triton emits it for a 32-bit integer max over a whole warp), and the winner's list moves
     up one. The same keys as the streaming path, so the same top keys: where the lane merge's chain (a
@@ -518,10 +520,10 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
         head = lists[0]
         top = tl.max(head, axis=0)  # REDUX.MAX
         won = head == top
-        # the winner's value, off the rounds' chain: its head's column (the key's low index bits), then one
-        # more REDUX of it where the thread won (keys are unique but for 0, which only invalid rows pick)
         picks = picks + (top,)
-        if values is not None:
+        if values is not None:  # the winner's value, off the rounds' chain: its head's column (the key's low
+            # index bits), then one more REDUX of it where the thread won (keys are unique but for 0, which only
+            # rows with invalid picks pick)
             mine = _pick_column(value_bits, (head ^ INDEX_MASK) & (PER - 1), PER)
             picked = picked + (tl.max(tl.where(won, mine, 0).to(tl.uint32), axis=0).to(tl.float32, bitcast=True),)
         moved = ()
@@ -549,11 +551,11 @@ def _pick_column(columns, index, COUNT: tl.constexpr):
 
 
 @triton.jit
-def _complete_picks(picks, TOPK: tl.constexpr):
+def _complete_picks(picks, TOPK: tl.constexpr, KEYS: tl.constexpr):
     """Whether every one of the TOPK picks' keys is a valid expert's (none under the window, none invalid)."""
-    complete = (picks[0] >> INDEX_BITS) >= Q_VALID
+    complete = _key_expert(picks[0], KEYS)[1]
     for r in tl.static_range(1, TOPK):
-        complete = complete & ((picks[r] >> INDEX_BITS) >= Q_VALID)
+        complete = complete & _key_expert(picks[r], KEYS)[1]
     return complete
 
 
@@ -1049,7 +1051,7 @@ def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, stride_w_row, 
         scores = scores + (score,)
         chosen = tl.where(slot == r, score, chosen)
         expert = tl.where(slot == r, ((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32), expert)
-    if RENORMALIZE:
+    if RENORMALIZE:  # ``tree_sum``'s pairs, over scalars (``tree_sum`` of the [CHUNK] tile would shuffle)
         level = scores
         for _ in tl.static_range(CHUNK - TOPK):
             level = level + (tl.zeros((), tl.float32),)
@@ -1110,7 +1112,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                                           TOPK_GROUP, TOPK, CHUNK, LOGIT16_KEYS)
         quick = tl.zeros((), tl.int1)
         if HAND_LOGITS:
-            quick = _complete_picks(picks, TOPK)
+            quick = _complete_picks(picks, TOPK, LOGIT16_KEYS)
             _store_picks(picks, logits, row, row_ok & quick, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, CHUNK)
         if quick.to(tl.int32) == 0:  # a non-finite logit among the picks (its weight is 0), or unrenormalised
@@ -1136,7 +1138,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
             handed = _window_sigmoid(x.to(tl.float32))
         picks, picked, kept_tile = _select_rounds(x, handed, expert, exists, bias, offset, steps, kept, NUM_GROUPS,
                                                   GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
-        windowed = usable & _complete_picks(picks, TOPK)  # the window's picks stand (as on the lane merge)
+        windowed = usable & _complete_picks(picks, TOPK, WINDOW_KEYS)  # the window's picks stand (as on the lane merge)
         quick = tl.zeros((), tl.int1)
         if HANDOVER:
             quick = windowed

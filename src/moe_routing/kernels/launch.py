@@ -258,7 +258,7 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
             # (v20) the weights from the scores the rounds hand over: shorter chain, more instructions a row.
             # Session 21 against v19 on the same tile (run 2): T = 1 256 / 8 1.64 us against 1.88, 64 / 6 1.49
             # against 1.67, 384 / 8 1.92 against 2.15, 512 / 8 1.93 against 2.17, grouped 4 of 8 2.03 against 2.05;
-            # T = 128 12-14% faster flat, grouped 2.28 against 2.31; 256 / 8 1.87 / 2.31 / 3.39 / 4.15 against
+            # T = 128 10-12% faster flat, grouped 2.28 against 2.31; 256 / 8 1.87 / 2.31 / 3.39 / 4.15 against
             # 2.12 / 2.45 / 3.42 / 4.16 at 257 / 1024 / 2047 / 3071 tokens. Not for 512 experts or grouped rows
             # beyond decode: 512 / 8 4-13% slower from 1024 tokens (3.37 / 4.80 / 6.22 against 3.23 / 4.41 /
             # 5.52), grouped 3-15% (2.81 / 4.20 / 5.28 against 2.72 / 3.74 / 4.59); faster at 257 (2.17 against
