@@ -284,6 +284,40 @@ def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_grou
     assert torch.equal(outputs[0][1].cpu()[[0, 2, 3]].to(expected.dtype), expected[[0, 2, 3]])  # tie rows exact
 
 
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no bias"])
+@pytest.mark.parametrize("groups,topk_group", [(2, 1), (4, 2), (8, 4), (16, 5), (32, 7)])
+def test_groups_ranked_in_the_rounds_tile_with_tied_scores(groups, topk_group, with_bias):
+    """Grouped decode rows whose groups are whole threads rank their groups in the rounds' tile (v19; since v21
+    every group's score reaches every thread by one integer reduction, and each thread ranks its own group):
+    logits from a few values, so that group scores tie everywhere, keep the lower groups and experts as the
+    reference does (ids exact), with the same bits as the lane merge's plan; -inf, NaN and part-invalid rows."""
+    from moe_routing.kernels import launch
+    from moe_routing.kernels.launch import LATENCY, choose_plan, tensor_traits
+    from conftest import assert_fully_written, poisoned_out
+
+    gen = torch.Generator().manual_seed(groups)
+    tokens = 5
+    logits = (torch.randint(-2, 3, (tokens, 256), generator=gen).float() / 2).to(DEVICE)
+    logits[1, ::5] = float("nan")
+    logits[2] = float("-inf")
+    logits[3, 100:] = float("-inf")  # fewer valid groups than kept
+    bias = (torch.randint(-1, 2, (256,), generator=gen).float() / 4).to(DEVICE) if with_bias else None
+    call = check_call(logits, 8, "sigmoid", bias, groups, topk_group, True, 2.5, None)
+    plan = choose_plan(call, LATENCY, **tensor_traits(logits, bias))
+    per_thread = plan.constexprs["BLOCK_EXPERTS"] // 32
+    assert plan.constexprs["ROUNDS"] and plan.constexprs["GROUP_SIZE"] % per_thread == 0  # ranked in the tile
+    outputs = []
+    for variant in (plan, plan._replace(constexprs={**plan.constexprs, "ROUNDS": False})):
+        weights, ids = poisoned_out(tokens, 8, logits.device)
+        launch(call, logits, bias, weights, ids, plan=variant)
+        assert_fully_written(weights, ids)
+        outputs.append((weights, ids))
+    assert torch.equal(outputs[0][1], outputs[1][1]) and torch.equal(outputs[0][0], outputs[1][0])
+    expected = reference.route(logits.cpu(), 8, correction_bias=None if bias is None else bias.cpu(),
+                               num_expert_group=groups, topk_group=topk_group, routed_scaling_factor=2.5)[1]
+    assert torch.equal(outputs[0][1].cpu().to(expected.dtype), expected)
+
+
 def test_rounds_only_where_they_apply():
     """The rule's decode plans (and the SMALL class's one-row tiles of 128 experts and more) select by rounds up
     to 512 experts and K = 8, on one row of one warp; not for longer rows, K > 8, softmax of float32 logits

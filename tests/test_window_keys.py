@@ -39,10 +39,9 @@ def test_rows_below_the_window_are_redone_exactly():
         assert ids == expected, tclass
 
 
-def _close_pair(gap: float, shift: float = 0.0):
+def _close_pair(gap: float, shift: float = 0.0, experts: int = 64):
     """Logits and bias under which experts 20 and 10 are chosen first, expert 20's choice value above
     expert 10's by ``gap`` (representable: the values are 0.75 + shift and that plus gap)."""
-    experts = 64
     bias = torch.full((experts,), shift)
     bias[10] = 0.25 + shift
     bias[20] = 0.25 + shift + gap
@@ -61,6 +60,20 @@ def test_exact_keys_separate_values_one_ulp_apart():
     logits, bias = _close_pair(_float32_ulp(0.75))
     assert (0.5 + bias[20]).item() - (0.5 + bias[10]).item() == _float32_ulp(0.75)  # one float32 ulp apart
     bias[63] = NAN  # a non-finite bias entry: exact keys for the whole call
+    for tclass, _, ids in _route_every_plan(logits, 2, bias):
+        assert ids == [[20, 10]] * 2, tclass
+
+
+@pytest.mark.parametrize("experts", [64, 256], ids=["window from bits", "window from floats"])
+@pytest.mark.parametrize("entry", ["nan", "-nan", "inf", "-inf"])
+def test_a_non_finite_bias_entry_of_either_sign_takes_exact_keys(entry, experts):
+    # decode plans of short rows find the window's min and max from order-preserving bits (kernel v21), where a
+    # NaN orders beyond the infinity of its sign; longer rows by float reductions: each kind of non-finite entry
+    # alone must still make the window unusable on every plan
+    logits, bias = _close_pair(_float32_ulp(0.75), experts=experts)
+    bias[experts - 1] = -float(entry.lstrip("-")) if entry.startswith("-") else float(entry)
+    if entry == "-nan":
+        assert bias[experts - 1:].view(torch.int32).item() < 0  # the sign bit is set
     for tclass, _, ids in _route_every_plan(logits, 2, bias):
         assert ids == [[20, 10]] * 2, tclass
 

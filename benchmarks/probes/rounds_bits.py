@@ -1,4 +1,4 @@
-"""Kernel v20 on the GPU: the rounds' weights from the scores handed over equal the lane merge's, bit for bit.
+"""Kernels v20-v21 on the GPU: the rounds' plans equal the lane merge's, bit for bit.
 
 Run: python benchmarks/probes/rounds_bits.py [--tokens 64] [--seeds 4] [--from-shape N]
      (prints one line per shape and row kind: rows compared, rows whose weights or ids differ in any bit)
@@ -9,7 +9,8 @@ Why: CI's interpreter computes both sigmoids with the plain expression, so its b
 claim (kernels/_bitonic.py ``_route_in_rounds``): equal wherever the score is a normal float; a pick whose
 handed-over score is 0 takes the exact path. Rows here: random logits (scale 2 and 8), logits between -90 and
 -85 (scores near and under 2**-126, the edge of that claim) with a bias that lifts some of them into the picks,
-many equal logits, and a NaN row. Each rule's decode plan (``ROUNDS``) against the same tile without rounds
+many equal logits, and a NaN row; groupings whose groups the rounds' tile ranks itself (v21: by one integer
+reduction a group) come first, with the window v21 reduces the same way. Each rule's decode plan (``ROUNDS``) against the same tile without rounds
 (v18's lane merge), and against the same plan without the scores handed over (v19's stores), into
 poisoned outputs.
 """
@@ -23,8 +24,9 @@ from moe_routing.kernels import launch
 from moe_routing.kernels.launch import LATENCY, choose_plan, tensor_traits
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # (cpu: under TRITON_INTERPRET=1)
-SHAPES = [(256, 8, 1, 1, True), (64, 6, 1, 1, True), (384, 8, 1, 1, True), (512, 8, 1, 1, True),
-          (256, 8, 8, 4, True), (256, 8, 8, 4, False), (160, 8, 1, 1, False), (37, 3, 1, 1, True),
+SHAPES = [(256, 8, 1, 1, True), (256, 8, 8, 4, True), (256, 8, 32, 7, True), (256, 8, 16, 5, False),
+          (128, 4, 2, 1, True), (64, 6, 1, 1, True), (384, 8, 1, 1, True), (512, 8, 1, 1, True),
+          (256, 8, 8, 4, False), (160, 8, 1, 1, False), (37, 3, 1, 1, True),
           (300, 8, 4, 2, True), (256, 8, 64, 8, True)]  # (experts, K, groups, kept, bias)
 
 

@@ -494,7 +494,8 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
         valid = exists & (tl.abs(x) < float("inf"))
         if bias is not None:
             valid = valid & (tl.abs(bias) < float("inf"))
-        kept = _tile_kept_groups(tl.where(valid, choice, float("-inf")), bias is not None, NUM_GROUPS, TOPK_GROUP)
+        mine, kept = _tile_kept_groups(tl.where(valid, choice, float("-inf")), bias is not None, NUM_GROUPS,
+                                       TOPK_GROUP)
     else:
         keys = _keys(x, bias, expert, present, offset, scale, KEYS, True)
     if PER > CHUNK:  # a thread's top CHUNK: sorts of CHUNK keys and merges (a thread gives at most TOPK picks)
@@ -505,7 +506,6 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
     KEEP: tl.constexpr = min(LISTED, TOPK)
     lists = _columns(keys, LISTED)
     if IN_TILE:  # a thread's experts are in one group: an eliminated group's lists become 0 (still sorted)
-        mine = ((tl.reshape(kept, (1,)) >> (tl.arange(0, 32) // (32 // NUM_GROUPS))) & 1) != 0
         dropped = ()
         for j in tl.static_range(LISTED):
             dropped = dropped + (tl.where(mine, lists[j], 0).to(tl.uint32),)
@@ -537,10 +537,10 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
 
 @triton.jit
 def _pick_column(columns, index, COUNT: tl.constexpr):
-    """Per thread, ``columns[index]`` of a tuple of COUNT [32] tensors (``index`` [32] below COUNT, a power of
-    two): a tree of selects on the index's bits."""
+    """Per thread, ``columns[index]`` of a tuple of COUNT (a power of two, at most 32) [32] tensors or scalars
+    (``index`` [32] below COUNT): a tree of selects on the index's bits."""
     level = columns
-    for b in tl.static_range(4):
+    for b in tl.static_range(5):
         if (1 << b) < COUNT:
             odd = ((index >> b) & 1) != 0
             chosen = ()
@@ -552,11 +552,10 @@ def _pick_column(columns, index, COUNT: tl.constexpr):
 
 @triton.jit
 def _complete_picks(picks, TOPK: tl.constexpr, KEYS: tl.constexpr):
-    """Whether every one of the TOPK picks' keys is a valid expert's (none under the window, none invalid)."""
-    complete = _key_expert(picks[0], KEYS)[1]
-    for r in tl.static_range(1, TOPK):
-        complete = complete & _key_expert(picks[r], KEYS)[1]
-    return complete
+    """Whether every one of the TOPK picks' keys is a valid expert's (none under the window, none invalid): the
+    last pick's, as the rounds pick in descending key order and validity is a lower bound on the key (v21: one
+    compare after the rounds instead of TOPK)."""
+    return _key_expert(picks[TOPK - 1], KEYS)[1]
 
 
 @triton.jit
@@ -571,18 +570,35 @@ def _picks_tile(picks, TOPK: tl.constexpr, CHUNK: tl.constexpr, KEYS: tl.constex
 
 @triton.jit
 def _tile_kept_groups(choice, HAS_BIAS: tl.constexpr, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr):
-    """The kept groups' bits [1] from ``c`` [32, PER] (-inf where invalid) of a row whose NUM_GROUPS groups are
-    each GROUP_SIZE / PER consecutive threads: the group stage's scores (``_group_scores``: each thread's two
-    largest, then its group's two largest, a set whatever the order) and ranks."""
+    """(whether each thread's group is kept [32], the kept groups' bits [1]) from ``c`` [32, PER] (-inf where
+    invalid) of a row whose NUM_GROUPS groups are each GROUP_SIZE / PER consecutive threads: the group stage's
+    scores (``_group_scores``: each thread's two largest, then its group's two largest, a set whatever the order;
+    without bias the largest) and ranks (``kept_groups``: higher score, or equal and lower index, beats).
+
+    Kernel v21: every group's score reaches every thread by one 32-bit integer reduction (``REDUX``) of its
+    order-preserving bits (scores hold no NaN and no -0: ``c`` never is -0), NUM_GROUPS of them side by side, and
+    each thread ranks its own group; v19's form gathered the scores into a [1, NUM_GROUPS] tile and summed the rank
+    matrix and the bits across the warp (ten dependent shuffle levels)."""
     THREADS: tl.constexpr = 32 // NUM_GROUPS
-    if HAS_BIAS:
+    group = tl.arange(0, 32) // THREADS
+    if HAS_BIAS:  # each group's two largest across its threads (butterfly shuffles), in every one of them
         best, second = _top2_last_axis(choice)  # [32]
         best, second = tl.reduce((tl.reshape(best, (NUM_GROUPS, THREADS)), tl.reshape(second, (NUM_GROUPS, THREADS))),
                                  1, _top2_combine)
-        score = top2_group_score(best, second)
-    else:
-        score = tl.max(tl.reshape(tl.max(choice, axis=1), (NUM_GROUPS, THREADS)), axis=1)
-    return _kept_bits(tl.reshape(score, (1, NUM_GROUPS)), NUM_GROUPS, TOPK_GROUP, NUM_GROUPS)
+        score = tl.reshape(tl.broadcast_to(top2_group_score(best, second)[:, None], (NUM_GROUPS, THREADS)), (32,))
+    else:  # the group's largest is the largest of its threads' (the reductions below)
+        score = tl.max(choice, axis=1)
+    order = _ordered_int(score)
+    scores = ()
+    for g in tl.static_range(NUM_GROUPS):
+        scores = scores + (tl.max(tl.where(group == g, order, -2147483648), axis=0),)
+    own = order if HAS_BIAS else _pick_column(scores, group, NUM_GROUPS)
+    beaten = tl.zeros((32,), tl.int32)
+    for g in tl.static_range(NUM_GROUPS):
+        beaten = beaten + ((scores[g] > own) | ((scores[g] == own) & (g < group))).to(tl.int32)
+    mine = beaten < TOPK_GROUP
+    bits = tl.sum(tl.where(mine & (tl.arange(0, 32) % THREADS == 0), 1 << group, 0), axis=0)
+    return mine, bits + tl.zeros((1,), tl.int32)
 
 
 @triton.jit
@@ -875,6 +891,42 @@ def _window_from(lo, hi, finite):
     return -(lowest * steps) + Q_BASE, steps, usable
 
 
+@triton.jit
+def _ordered_int(value):
+    """float32 -> int32 whose signed order is the floats' (-0 below +0; NaN beyond the infinities); its own
+    inverse (``_ordered_int(x).to(tl.float32, bitcast=True)`` of an ordered value gives the float back)."""
+    bits = value.to(tl.int32, bitcast=True)
+    return bits ^ ((bits >> 31) & 0x7FFFFFFF)
+
+
+@triton.jit
+def _warp_window(bias, BY_BITS: tl.constexpr):
+    """``_window`` from the bias [32, PER] in the rounds' layout (one warp).
+
+    ``BY_BITS`` (kernel v21): by the order-preserving bits of every entry, each thread's smallest and largest,
+    then the warp's by one 32-bit integer reduction each (``REDUX``), instead of two chains of five float shuffles
+    and a third reduction for non-finite entries. Non-finite entries need no test of their own: an infinity or a
+    NaN ends up as the smallest or the largest (a NaN's bits order it beyond the infinity of its sign), and neither
+    then compares as finite. Its two conversions per entry cost more than the shuffles save on rows of 8 or 16
+    experts a thread (benchmarks/NOTES.md v21), so the rule's caller takes it for shorter rows and for grouped rows
+    ranked in the tile only; otherwise float reductions as in ``_window``.
+
+    Both give ``_window``'s (offset, steps, usable): min and max are exact, and where they could differ, -0
+    against +0, ``_window_from`` gives the same bits (``top`` = hi + 1; a ``lowest`` of +-0 gives ``offset``
+    Q_BASE and the same ``steps``)."""
+    if BY_BITS:
+        order = _ordered_int(bias)
+        lo = _ordered_int(tl.min(tl.min(order, axis=1), axis=0)).to(tl.float32, bitcast=True)
+        hi = _ordered_int(tl.max(tl.max(order, axis=1), axis=0)).to(tl.float32, bitcast=True)
+        finite = (lo > float("-inf")) & (hi < float("inf"))
+    else:
+        unusable = (tl.abs(bias) == float("inf")) | (bias != bias)
+        lo = tl.min(tl.min(bias, axis=1), axis=0)
+        hi = tl.max(tl.max(bias, axis=1), axis=0)
+        finite = tl.max(tl.max(unusable.to(tl.int32), axis=1), axis=0) == 0
+    return _window_from(lo, hi, finite)
+
+
 @triton.jit(do_not_specialize=["num_rows", "stride_w_row", "stride_w_col", "stride_i_row", "stride_i_col"],
             do_not_specialize_on_alignment=["weights_ptr", "ids_ptr"])
 def bitonic_kernel(
@@ -1124,10 +1176,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
         bias = None
         if bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
             bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
-            unusable = (tl.abs(bias) == float("inf")) | (bias != bias)
-            offset, steps, usable = _window_from(tl.min(tl.min(bias, axis=1), axis=0),
-                                                 tl.max(tl.max(bias, axis=1), axis=0),
-                                                 tl.max(tl.max(unusable.to(tl.int32), axis=1), axis=0) == 0)
+            offset, steps, usable = _warp_window(bias, PER <= 4 or GROUPS_IN_TILE)  # (measured: v21)
         else:
             offset, steps, usable = _window(None, NUM_EXPERTS, BLOCK_EXPERTS)
         # the keys are formed whatever the window (a row whose window is unusable ignores them); the picks' scores
@@ -1140,10 +1189,11 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                                                   GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
         windowed = usable & _complete_picks(picks, TOPK, WINDOW_KEYS)  # the window's picks stand (as on the lane merge)
         quick = tl.zeros((), tl.int1)
-        if HANDOVER:
-            quick = windowed
-            for r in tl.static_range(TOPK):
-                quick = quick & (picked[r] > 0.0)
+        if HANDOVER:  # every pick's score positive: their smallest, formed as they arrive
+            lowest_score = picked[0]
+            for r in tl.static_range(1, TOPK):
+                lowest_score = tl.minimum(lowest_score, picked[r])
+            quick = windowed & (lowest_score > 0.0)
             _store_picks(picks, picked, row, row_ok & quick, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, CHUNK)
         if quick.to(tl.int32) == 0:
