@@ -10,7 +10,7 @@
 # tokens; (4) the census of the rounds classes, bf16 and float32.
 set -o pipefail
 source benchmarks/gpu/setup.sh
-git show HEAD:src/moe_routing/kernels/_bitonic.py > /tmp/bitonic_v20.py
+git show bc1be14:src/moe_routing/kernels/_bitonic.py > /tmp/bitonic_v20.py  # v20
 mkdir -p /tmp/ps
 date +%T
 timeout 110 python3 benchmarks/probes/rounds_bits.py --tokens 32 --seeds 2 2>&1 | tee $OUT/rounds_bits_v21_s22_run1.txt | grep -v "differ 0$"

@@ -8,7 +8,7 @@
 # against v20 with 5 rounds (is the 257-token loss real?); (3) the bit comparison's remaining shapes.
 set -o pipefail
 source benchmarks/gpu/setup.sh
-git show HEAD:src/moe_routing/kernels/_bitonic.py > /tmp/bitonic_v20.py
+git show bc1be14:src/moe_routing/kernels/_bitonic.py > /tmp/bitonic_v20.py  # v20
 python3 - <<'PY'
 from pathlib import Path
 s = Path("src/moe_routing/kernels/_bitonic.py").read_text()

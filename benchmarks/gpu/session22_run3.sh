@@ -8,7 +8,7 @@
 # grouped; (3) the bit comparison's last shapes; (4) the census of the rounds classes (bf16, float32).
 set -o pipefail
 source benchmarks/gpu/setup.sh
-git show HEAD:src/moe_routing/kernels/_bitonic.py > /tmp/bitonic_v20.py
+git show bc1be14:src/moe_routing/kernels/_bitonic.py > /tmp/bitonic_v20.py  # v20
 mkdir -p /tmp/ps
 date +%T
 timeout 140 python3 benchmarks/probes/plan_sweep.py --ab /tmp/bitonic_v20.py --tokens 1 128 --rounds 5 --jobs 12 \
