@@ -1189,7 +1189,8 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                                                   GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
         windowed = usable & _complete_picks(picks, TOPK, WINDOW_KEYS)  # the window's picks stand (as on the lane merge)
         quick = tl.zeros((), tl.int1)
-        if HANDOVER:  # every pick's score positive: their smallest, formed as they arrive
+        if HANDOVER:  # every pick's score positive: their smallest, formed as they arrive (a NaN score, which
+            # tl.minimum would pass over, comes only from a NaN logit, whose pick is invalid: not ``windowed``)
             lowest_score = picked[0]
             for r in tl.static_range(1, TOPK):
                 lowest_score = tl.minimum(lowest_score, picked[r])
