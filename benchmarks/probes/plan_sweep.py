@@ -146,7 +146,8 @@ def tile_arm(call, spec: str):
     """``--tile``'s plan for this call, or None where it does not apply: SPEC is words such as
     "L2 R16 W1 G4 words" (lanes, rows, warps, run length, P groups per load (default: a whole row), M registers
     per thread at most (ptxas's maxnreg; default its own choice); flags: words, prefetch, onepass, rounds (v19's
-    selection by K warp-wide reductions: one row on one warp, ``launch.rounds_ok``))."""
+    selection by K warp-wide reductions on one warp, ``launch.rounds_ok``; R rows one after the other: v22),
+    handover (with rounds: v20's weights from the scores the rounds hand over))."""
     numbers = {"L": 1, "R": 1, "W": 1, "G": 1, "P": triton.next_power_of_2(call.num_groups), "M": 0}
     flags = set()
     for word in spec.split():
@@ -154,7 +155,7 @@ def tile_arm(call, spec: str):
             numbers[word[0]] = int(word[1:])
         else:
             flags.add(word)
-    unknown = flags - {"words", "prefetch", "onepass", "rounds"}
+    unknown = flags - {"words", "prefetch", "onepass", "rounds", "handover"}
     assert not unknown, f"--tile: unknown words {unknown}"
     lanes, group = numbers["L"], numbers["G"]
     if (("onepass" in flags and not one_pass_ok(call, lanes, group)) or (call.grouped and call.group_size % group)
@@ -163,6 +164,8 @@ def tile_arm(call, spec: str):
         return None
     plan = bitonic_plan(call, lanes, numbers["R"], numbers["W"], group, numbers["P"], "prefetch" in flags,
                         "words" in flags, "onepass" in flags, "rounds" in flags)
+    if "handover" in flags:
+        plan = plan._replace(constexprs={**plan.constexprs, "HANDOVER": True})
     return plan._replace(maxnreg=numbers["M"] or None)
 
 
