@@ -146,7 +146,7 @@ def tile_arm(call, spec: str):
     """``--tile``'s plan for this call, or None where it does not apply: SPEC is words such as
     "L2 R16 W1 G4 words" (lanes, rows, warps, run length, P groups per load (default: a whole row), M registers
     per thread at most (ptxas's maxnreg; default its own choice); flags: words, prefetch, onepass, rounds (v19's
-    selection by K warp-wide reductions on one warp, ``launch.rounds_ok``; R rows one after the other: v22),
+    selection by K warp-wide reductions: one row on one warp, ``launch.rounds_ok``),
     handover (with rounds: v20's weights from the scores the rounds hand over))."""
     numbers = {"L": 1, "R": 1, "W": 1, "G": 1, "P": triton.next_power_of_2(call.num_groups), "M": 0}
     flags = set()

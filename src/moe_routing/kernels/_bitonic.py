@@ -971,8 +971,8 @@ def bitonic_kernel(
     if ROUNDS:  # one row on one warp (kernel v19; v20's stores)
         _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
-                         BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, ROWS,
-                         LANES, CHUNK, LOG2_CHUNK, GROUPS_PER_LOAD, PREFETCH, WORDS, HANDOVER)
+                         BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, LANES,
+                         CHUNK, LOG2_CHUNK, GROUPS_PER_LOAD, PREFETCH, WORDS, HANDOVER)
     else:
         _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
@@ -1125,98 +1125,37 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      stride_i_row, stride_i_col, num_rows, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr,
                      RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr,
                      NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr,
-                     BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr,
-                     LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr,
-                     GROUPS_PER_LOAD: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-                     HANDOVER: tl.constexpr):
-    """ROWS rows on one warp, one after the other (``ROUNDS``): the bias and its window once, then each row by
-    ``_rounds_row``. With ROWS > 1 (kernel v22, from 4096 tokens) each row's logits are read while the row before
-    it is selected, and the bias's reductions are paid once a program instead of once a row; ROWS = 1 is the
-    decode tile (v19-v21)."""
-    tl.static_assert(BLOCK_EXPERTS <= WINDOW_EXPERTS)
-    PER: tl.constexpr = BLOCK_EXPERTS // 32
-    # grouped: the groups ranked in this tile where each thread's experts lie in one group (v19), else the
-    # group stage first (``_rounds_row``)
-    GROUPS_IN_TILE: tl.constexpr = (TOPK_GROUP < NUM_GROUPS and NUM_EXPERTS == BLOCK_EXPERTS
-                                    and GROUP_SIZE % PER == 0)
-    first = tl.program_id(0).to(tl.int64) * ROWS
-    kept = None
-    if ROWS == 1:  # (the decode tile's order of loads: v21's instructions)
-        kept = _rounds_kept(logits_ptr, bias_ptr, first, stride_l_row, num_rows, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP,
-                            BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, PREFETCH, GROUPS_IN_TILE)
-    x = _rounds_load(logits_ptr, first * stride_l_row, first < num_rows, NUM_EXPERTS, PER)
-    bias = None
-    if SOFTMAX:  # ranked by the 16-bit logits' own bits: no window
-        tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
-                         and logits_ptr.dtype.element_ty.primitive_bitwidth == 16)
-        offset, steps, usable = _window(None, NUM_EXPERTS, BLOCK_EXPERTS)
-    elif bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
-        bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
-        offset, steps, usable = _warp_window(bias, PER <= 4 or GROUPS_IN_TILE)  # (measured: v21)
-    else:
-        offset, steps, usable = _window(None, NUM_EXPERTS, BLOCK_EXPERTS)
-    if ROWS == 1:
-        _rounds_row(x, first, kept, logits_ptr, bias_ptr, bias, offset, steps, usable, stride_l_row, weights_ptr, ids_ptr,
-                    stride_w_row, stride_w_col, stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX,
-                    RENORMALIZE, NUM_EXPERTS, BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS,
-                    BLOCK_GROUP_SIZE, LANES, CHUNK, LOG2_CHUNK, GROUPS_PER_LOAD, PREFETCH, WORDS, HANDOVER,
-                    GROUPS_IN_TILE)
-    else:
-        for i in range(ROWS):
-            row = first + i
-            following = row + 1
-            ahead = _rounds_load(logits_ptr, following * stride_l_row, (i + 1 < ROWS) & (following < num_rows),
-                                 NUM_EXPERTS, PER)
-            row_kept = _rounds_kept(logits_ptr, bias_ptr, row, stride_l_row, num_rows, NUM_GROUPS, GROUP_SIZE,
-                                    TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, PREFETCH,
-                                    GROUPS_IN_TILE)
-            _rounds_row(x, row, row_kept, logits_ptr, bias_ptr, bias, offset, steps, usable, stride_l_row, weights_ptr,
-                        ids_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, num_rows, scale, TOPK,
-                        SOFTMAX, RENORMALIZE, NUM_EXPERTS, BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP,
-                        BLOCK_GROUPS, BLOCK_GROUP_SIZE, LANES, CHUNK, LOG2_CHUNK, GROUPS_PER_LOAD, PREFETCH, WORDS,
-                        HANDOVER, GROUPS_IN_TILE)
-            x = ahead
-
-
-@triton.jit
-def _rounds_kept(logits_ptr, bias_ptr, row, stride_l_row, num_rows, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr,
-                 TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr,
-                 GROUPS_PER_LOAD: tl.constexpr, PREFETCH: tl.constexpr, GROUPS_IN_TILE: tl.constexpr):
-    """The kept groups' bits [1] of ``row`` by the group stage, for grouped rows whose groups the rounds' tile does
-    not rank itself; None otherwise (flat, or ``GROUPS_IN_TILE``)."""
-    kept = None
-    if TOPK_GROUP < NUM_GROUPS and not GROUPS_IN_TILE:
-        rows64 = row + tl.zeros((1,), tl.int64)
-        kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, rows64 < num_rows, stride_l_row, NUM_GROUPS, GROUP_SIZE,
-                                TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, 1, PREFETCH)
-    return kept
-
-
-@triton.jit
-def _rounds_row(x, row, kept, logits_ptr, bias_ptr, bias, offset, steps, usable, stride_l_row, weights_ptr, ids_ptr,
-                stride_w_row, stride_w_col, stride_i_row, stride_i_col, num_rows, scale, TOPK: tl.constexpr,
-                SOFTMAX: tl.constexpr, RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr,
-                BLOCK_EXPERTS: tl.constexpr, NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr,
-                TOPK_GROUP: tl.constexpr, BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr,
-                LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
-                PREFETCH: tl.constexpr, WORDS: tl.constexpr, HANDOVER: tl.constexpr, GROUPS_IN_TILE: tl.constexpr):
-    """One row on one warp: its logits ``x`` [32, PER] in the rounds' layout (``_rounds_load``), its kept groups'
-    bits from the group stage (``_rounds_kept``: None where flat or ranked here), the bias in the same layout (None
-    without) and its window; the picks by K warp-wide maxima (``_select_rounds``, v19) and
-    their weights. ``HANDOVER`` (v20): each round's winner also
+                     BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, LANES: tl.constexpr,
+                     CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
+                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, HANDOVER: tl.constexpr):
+    """One row on one warp (``ROUNDS``): the row (and bias) in the rounds' layout, the window, the picks by K
+    warp-wide maxima (``_select_rounds``, v19) and their weights. ``HANDOVER`` (v20): each round's winner also
     hands over its pick's score (sigmoid) or logit (softmax), and a row whose picks are all valid stores weights
     formed from these scalars (``_store_picks``): no re-read of the logits, no reduction across threads, no
     shared-memory round trip before the stores; fewer steps on the row's chain, more instructions per row (the
     rule keeps it where measured faster). Otherwise, and for the rows ``_store_picks`` leaves, the window's
     picks with their logits re-read (``_store_row``, v19); rows with a pick under the window or invalid, and rows
     whose bias window is unusable, take the streaming path's exact keys."""
+    tl.static_assert(BLOCK_EXPERTS <= WINDOW_EXPERTS)
     PER: tl.constexpr = BLOCK_EXPERTS // 32
+    row = tl.program_id(0).to(tl.int64)
     row_ok = row < num_rows
     rows64 = row + tl.zeros((1,), tl.int64)
     rows_ok = rows64 < num_rows
+    # grouped: the groups ranked in this tile where each thread's experts lie in one group (v19), else the
+    # group stage first
+    GROUPS_IN_TILE: tl.constexpr = (TOPK_GROUP < NUM_GROUPS and NUM_EXPERTS == BLOCK_EXPERTS
+                                    and GROUP_SIZE % PER == 0)
+    kept = None
+    if TOPK_GROUP < NUM_GROUPS and not GROUPS_IN_TILE:
+        kept = _kept_group_bits(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
+                                TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, 1, PREFETCH)
     expert = tl.arange(0, 32)[:, None] * PER + tl.arange(0, PER)[None, :]
     exists = expert < NUM_EXPERTS
+    x = _rounds_load(logits_ptr, row * stride_l_row, row_ok, NUM_EXPERTS, PER)
     if SOFTMAX:  # ranked by the 16-bit logits' own bits: no window, nothing under it
+        tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
+                         and logits_ptr.dtype.element_ty.primitive_bitwidth == 16)
         HAND_LOGITS: tl.constexpr = HANDOVER and RENORMALIZE  # (unrenormalised: over the row's sum, a second read)
         handed = None
         if HAND_LOGITS:
@@ -1234,6 +1173,12 @@ def _rounds_row(x, row, kept, logits_ptr, bias_ptr, bias, offset, steps, usable,
                        stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, 1,
                        CHUNK, LOG2_CHUNK)
     else:
+        bias = None
+        if bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
+            bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
+            offset, steps, usable = _warp_window(bias, PER <= 4 or GROUPS_IN_TILE)  # (measured: v21)
+        else:
+            offset, steps, usable = _window(None, NUM_EXPERTS, BLOCK_EXPERTS)
         # the keys are formed whatever the window (a row whose window is unusable ignores them); the picks' scores
         # handed over are the keys' own sigmoids (v20), ``sigmoid_scores``' bits wherever those are normal floats
         # (``_window_sigmoid``)

@@ -113,10 +113,10 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
 
 
 def rounds_ok(call: RoutingCall, rows: int, num_warps: int, float32_logits: bool = False) -> bool:
-    """Whether a tile may select by rounds (kernel v19, ``_bitonic._select_rounds``): one warp, a row at a time
-    (``rows`` of them one after the other: kernel v22), at most 512 experts (16 a thread), K <= 8, and 32-bit
-    keys (all but softmax of float32 logits, ranked by exact 64-bit keys)."""
-    return (num_warps == 1 and call.experts <= 512 and call.topk <= 8
+    """Whether a tile may select by rounds (kernel v19, ``_bitonic._select_rounds``): one row on one warp, at
+    most 512 experts (16 a thread), K <= 8, and 32-bit keys (all but softmax of float32 logits, ranked by exact
+    64-bit keys)."""
+    return (rows == 1 and num_warps == 1 and call.experts <= 512 and call.topk <= 8
             and not (call.softmax and float32_logits))
 
 
