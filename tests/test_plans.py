@@ -124,10 +124,51 @@ def test_rules_use_the_bitonic_kernel_where_it_applies():
 
 
 def test_token_classes_are_monotone():
-    counts = (1, 256, 257, 2047, 2048, 3071, 3072, 4095, 4096, 16383, 16384, 32767, 32768, 65535, 65536, 262144)
+    counts = (1, 256, 257, 2047, 2048, 3071, 3072, 4095, 4096, 12287, 12288, 16383, 16384, 32767, 32768, 65535,
+              65536, 262144)
     classes = [token_class(t) for t in counts]
-    assert classes == sorted(classes) and classes[0] == 0 and classes[-1] == 7 and len(set(classes)) == 8
+    assert classes == sorted(classes) and classes[0] == 0 and classes[-1] == 8 and len(set(classes)) == 9
     assert [token_class(t - 1) + 1 for t in TOKEN_CLASS_STARTS] == [token_class(t) for t in TOKEN_CLASS_STARTS]
+
+
+def test_large_12k_class_drops_step_ahead_loads_where_measured():
+    """From 12288 to 16383 tokens (LARGE_12K, kernel v22's rule) sigmoid rows of 224, 256 and 512 experts (256
+    grouped too) run the LARGE class's four-lane tile without step-ahead loads; 128 and 384 experts, softmax rows
+    and every row below 12288 tokens keep the LARGE class's plan. The plans without them give the same bits as
+    those with (they only change when values arrive), and match float64 (224 and 512 experts: shapes
+    ``test_every_plan_matches_float64`` lacks)."""
+    from moe_routing.kernels import launch
+    from moe_routing.kernels.launch import LARGE, LARGE_12K, choose_plan, tensor_traits
+    from conftest import assert_fully_written, poisoned_out, verify
+
+    def plans(experts, groups=1, kept=1, scoring="sigmoid"):
+        bias = torch.zeros(experts) if scoring == "sigmoid" else None
+        call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), 8, scoring, bias, groups, kept, True, 1.0,
+                          None)
+        return tuple(choose_plan(call, tclass, wide_loads=True, biased=bias is not None) for tclass in (LARGE, LARGE_12K))
+
+    for experts, groups, kept in ((224, 1, 1), (256, 1, 1), (512, 1, 1), (256, 8, 4)):
+        large, large_12k = plans(experts, groups, kept)
+        assert large.constexprs["PREFETCH"] and not large_12k.constexprs["PREFETCH"], (experts, groups)
+        assert large_12k == large._replace(constexprs={**large.constexprs, "PREFETCH": False})
+    for experts, scoring in ((128, "sigmoid"), (384, "sigmoid"), (256, "softmax")):
+        large, large_12k = plans(experts, scoring=scoring)
+        assert large_12k == large and large.constexprs["PREFETCH"], (experts, scoring)
+    for experts in (224, 512):
+        tokens = 5
+        logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + 12)
+        logits[1, ::7] = float("nan")
+        logits[2] = float("-inf")
+        bias = random_bias(experts, seed=experts + 1).to(DEVICE)
+        call = check_call(logits, 8, "sigmoid", bias, 1, 1, True, 2.5, None)
+        outputs = []
+        for tclass in (LARGE, LARGE_12K):
+            weights, ids = poisoned_out(tokens, 8, logits.device)
+            launch(call, logits, bias, weights, ids, plan=choose_plan(call, tclass, **tensor_traits(logits, bias)))
+            assert_fully_written(weights, ids)
+            assert verify(weights, ids, logits, 8, correction_bias=bias, routed_scaling_factor=2.5).ok, experts
+            outputs.append((weights, ids))
+        assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
 
 
 @pytest.mark.parametrize("experts", [256, 384])

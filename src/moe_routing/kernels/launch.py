@@ -31,12 +31,14 @@ from ._bitonic import bitonic_kernel
 from ._common import log2
 from ._rounds import rounds_kernel
 
-LATENCY, SMALL, MEDIUM, MEDIUM_3K, LARGE, HUGE, HUGE_32K, HUGE_64K = range(8)  # token classes
-CLASS_NAMES = ("latency", "small", "medium", "medium 3k", "large", "huge", "huge 32k", "huge 64k")  # all_plans' keys
+LATENCY, SMALL, MEDIUM, MEDIUM_3K, LARGE, LARGE_12K, HUGE, HUGE_32K, HUGE_64K = range(9)  # token classes
+CLASS_NAMES = ("latency", "small", "medium", "medium 3k", "large", "large 12k", "huge", "huge 32k",
+               "huge 64k")  # all_plans' keys
 # the first token count of each class after LATENCY; HUGE_32K and HUGE_64K (session 13) split the prefill sizes
 # where a tile's programs stop fitting one wave of the GPU (benchmarks/NOTES.md v11); MEDIUM_3K (session 20) the
-# MEDIUM class where v19's one-row rounds tile stops paying (NOTES.md v19)
-TOKEN_CLASS_STARTS = (257, 2048, 3072, 4096, 16384, 32768, 65536)
+# MEDIUM class where v19's one-row rounds tile stops paying (NOTES.md v19); LARGE_12K (session 23) the LARGE class
+# where step-ahead loads stop paying for some rows (NOTES.md v22)
+TOKEN_CLASS_STARTS = (257, 2048, 3072, 4096, 12288, 16384, 32768, 65536)
 # registers per thread of the grouped one-pass lane-per-row tile from 65536 tokens (NVIDIA): 148 left 12 of its
 # one-warp programs per SM, 128 lets 16 in, one wave of 2048 (v11: 29.5 against 31.9 us; slower below 50688
 # tokens, where 148 fit one wave)
@@ -235,12 +237,20 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # 16384-20480 tokens, slower at 24576-28672)
         c["PREFETCH"] = True
     if (float32_logits and not call.grouped and call.experts >= 256 and c["LANES"] == 4 and c["CHUNK"] == 8
-            and tclass in (LARGE, HUGE)):
+            and tclass in (LARGE, LARGE_12K, HUGE)):
         # float32 rows of 256 experts and more, K <= 8, on the four-lane tile from 4096 to 32767 tokens: no
         # step-ahead loads (v16: a step loaded ahead holds twice the registers of a 16-bit one; 384 / 8 at
         # 12288 tokens 10.99 us against 13.96, 512 / 8 at 16384 16.34 against 19.76, 256 / 8 at 8192 7.48
         # against 7.65; the 16-bit measurements of v5, v7, v11 and v14 chose them. At 2048 tokens they still
         # pay, 384 / 8 4.92 against 5.39, and for 128 experts, 5.49 against 5.72 at 8192)
+        c["PREFETCH"] = False
+    if (tclass == LARGE_12K and not call.softmax and not float32_logits and c["LANES"] == 4 and c["CHUNK"] == 8
+            and (call.experts == 256 or (call.experts in (224, 512) and not call.grouped))):
+        # (v22) 12288-16383 tokens, sigmoid rows of 224 / 256 / 512 experts (256 grouped too, in one pass) on the
+        # four-lane tile, K <= 8: without step-ahead loads (session 23, run 2: 256 / 8 8.45 / 9.91 / 9.96 us at
+        # 12288 / 14336 / 16383 tokens against 8.69 / 10.07 / 10.51, grouped 4 of 8 8.45 / 10.05 / 10.13 against
+        # 8.78 / 10.41 / 10.64, 512 / 8 10.76 / 12.20 / 12.53 against 10.96 / 12.36 / 12.99, 224 / 8 equal at 12288
+        # and 2-6% faster above; slower below 12288 tokens, and for 128 and 384 experts, which keep them)
         c["PREFETCH"] = False
     if ((tclass == LATENCY or (tclass == SMALL and call.experts >= 128))
             and rounds_ok(call, plan.rows, plan.num_warps, float32_logits)):
@@ -286,14 +296,15 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
         # 16384). Lists of 32 keys keep no run filter, as below
         return bitonic_plan(call, min(4, chunks), 4, 1, 1 if bitonic_chunk(call) > 16 else run, 16)
     # step-ahead loads (v5) where they measured faster: decode sizes, short rows, long rows of more than
-    # 256 experts below the HUGE class, (v7's lane merge) 256 experts in the LARGE class (grouped too), and
+    # 256 experts below the HUGE class, (v7's lane merge) 256 experts in the LARGE class (grouped too; v22 takes
+    # them off from 12288 tokens for some rows: _bitonic_rule), and
     # (v14) flat rows of up to 256 experts on the four-lane tiles (2048-16383 tokens: 128 / 8 at 8192 5.01 us
     # against 5.39, 160-224 / 8 4-8% faster at 4096-8192, within drift at 12288, 256 / 8 at 3072 4.40
     # against 4.61; a 128-expert row is one step, whose load then overlaps the bias window); slower or no
     # better elsewhere (benchmarks/NOTES.md v5, v7, v14)
     prefetch = (tclass <= SMALL or not long_rows or (call.experts > 256 and tclass < HUGE)
-                or (call.experts == 256 and tclass == LARGE)
-                or (call.experts <= 256 and tclass in (MEDIUM, MEDIUM_3K, LARGE) and not call.grouped))
+                or (call.experts == 256 and tclass in (LARGE, LARGE_12K))
+                or (call.experts <= 256 and tclass in (MEDIUM, MEDIUM_3K, LARGE, LARGE_12K) and not call.grouped))
     if bitonic_chunk(call) > 16 and tclass >= MEDIUM:
         # lists of 32 keys (K > 16): four lanes, four rows a warp, no run filter, no step-ahead loads (v9: at
         # 1024 / 32 and 256 / 32 the fastest tile from 8192 tokens up; runs of 4 and more rows were slower)
