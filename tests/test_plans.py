@@ -133,8 +133,8 @@ def test_token_classes_are_monotone():
 
 def test_large_12k_class_drops_step_ahead_loads_where_measured():
     """From 12288 to 16383 tokens (LARGE_12K, kernel v22's rule) sigmoid rows of 224, 256 and 512 experts (256
-    grouped too) run the LARGE class's four-lane tile without step-ahead loads; 128 and 384 experts, softmax rows
-    and every row below 12288 tokens keep the LARGE class's plan. The plans without them give the same bits as
+    grouped too) run the LARGE class's four-lane tile without step-ahead loads; 128 and 384 experts and softmax rows
+    keep the LARGE class's plan. The plans without them give the same bits as
     those with (they only change when values arrive), and match float64 (224 and 512 experts: shapes
     ``test_every_plan_matches_float64`` lacks)."""
     from moe_routing.kernels import launch
@@ -145,7 +145,8 @@ def test_large_12k_class_drops_step_ahead_loads_where_measured():
         bias = torch.zeros(experts) if scoring == "sigmoid" else None
         call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), 8, scoring, bias, groups, kept, True, 1.0,
                           None)
-        return tuple(choose_plan(call, tclass, wide_loads=True, biased=bias is not None) for tclass in (LARGE, LARGE_12K))
+        return tuple(choose_plan(call, tclass, wide_loads=True, biased=bias is not None)
+                     for tclass in (LARGE, LARGE_12K))
 
     for experts, groups, kept in ((224, 1, 1), (256, 1, 1), (512, 1, 1), (256, 8, 4)):
         large, large_12k = plans(experts, groups, kept)
