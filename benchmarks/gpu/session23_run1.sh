@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Ran at commit fabbafd (the looped rounds tile); reverted in dbe6d62, after which the R > 1 rounds tiles below do
+# not apply (`git checkout fabbafd` to reproduce).
 # GPU session 23, run 1: kernel v22 candidate -- the rounds tile (one warp) looping over R rows, the bias and its
 # window once a program, each row's logits read while the row before it is selected. Count (sm_90 SASS, 256 / 8):
 # 416 instructions a row in the loop against 483 for the one-row plan; 84 registers (53 one-row). At 8192 tokens
