@@ -20,7 +20,7 @@ from conftest import DEVICE, ON_GPU, POISON_ID, poisoned_out
 from moe_routing import op
 from moe_routing.call import check_call
 from moe_routing.kernels import host_launch
-from moe_routing.kernels.launch import forget_launchers, launcher_key
+from moe_routing.kernels.launch import dense_outputs, forget_launchers, launcher_key
 from test_errors import BAD_CALLS
 
 
@@ -112,10 +112,11 @@ def test_never_accepts_what_check_call_refuses(host, experts, dtype, bias, out, 
 
 
 def python_key(args):
-    logits, bias = args[0], args[3]
+    logits, bias, out = args[0], args[3], args[8]
     call = check_call(*args)
+    dense = out is None or dense_outputs(out[0], out[1], call.topk)  # route() allocates dense outputs
     return launcher_key(call, logits, bias, logits.get_device(), logits.data_ptr(),
-                        None if bias is None else bias.data_ptr(), logits.stride(0))
+                        None if bias is None else bias.data_ptr(), logits.stride(0), dense)
 
 
 def key_variants():
@@ -150,6 +151,10 @@ def key_variants():
         "softmax": route_args(logits, 8, "softmax", bias[:256], 8, 4),
         "out given": route_args(logits, 8, correction_bias=bias[:256], num_expert_group=8, topk_group=4,
                                 out=poisoned_out(100, 8)),
+        "strided out": route_args(logits, 8, correction_bias=bias[:256], num_expert_group=8, topk_group=4,
+                                  out=tuple(t[:, :8] for t in poisoned_out(100, 12))),
+        "unaligned out": route_args(logits, 8, correction_bias=bias[:256], num_expert_group=8, topk_group=4,
+                                    out=tuple(t.view(-1)[1:801].view(100, 8) for t in poisoned_out(101, 8))),
     }
     return variants
 
@@ -164,9 +169,10 @@ def test_keys_calls_as_the_python_launcher_cache(host):
     # the key is not trivially coarse or fine: these pairs must share one, these must not
     assert keys["base"] == keys["other scale"] == keys["tokens, same class"] == keys["out given"]
     assert keys["flat"] == keys["uneliminating groups"]
+    assert keys["strided out"] == keys["unaligned out"]  # both not dense (launch.dense_outputs)
     assert len({keys[name] for name in ("base", "tokens, next class", "unaligned logits", "odd row stride",
                                         "unaligned bias", "no bias", "bias dtype", "logits dtype", "flat", "topk",
-                                        "renormalize", "softmax")}) == 12
+                                        "renormalize", "softmax", "strided out")}) == 13
 
 
 def test_declines_layouts_the_python_path_copies(host):

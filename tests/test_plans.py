@@ -7,7 +7,8 @@ tests force the plan of every token class onto small batches.
 import pytest
 import torch
 
-from conftest import DEVICE, ON_GPU, assert_plans_agree, random_bias, random_logits, route_every_plan
+from conftest import (DEVICE, ON_GPU, assert_fully_written, assert_plans_agree, poisoned_out, random_bias,
+                      random_logits, route_every_plan)
 from moe_routing import reference
 from moe_routing.call import check_call
 from moe_routing.kernels import all_plans, token_class
@@ -456,3 +457,74 @@ def test_decode_plans_compile_for_the_gpu():
     lines = [line.split() for line in done.stdout.splitlines() if line.startswith("compiled")]
     assert len(lines) == len(cases)
     assert all(line[-2] == "True" and line[-1] == "True" for line in lines), done.stdout  # rounds, and a redux
+
+
+DENSE_SHAPES = [  # (experts, topk, groups, topk_group, scoring, with_bias): K filling the lists, K = 6 (8-byte rows),
+    # odd K, grouped (one pass and two), softmax
+    (256, 8, 1, 1, "sigmoid", True), (64, 6, 1, 1, "sigmoid", True), (131, 5, 1, 1, "sigmoid", False),
+    (256, 8, 8, 4, "sigmoid", True), (128, 8, 1, 1, "softmax", False),
+]
+
+
+@pytest.mark.parametrize("experts,topk,groups,topk_group,scoring,with_bias", DENSE_SHAPES, ids=str)
+def test_dense_and_strided_stores_give_the_same_bits(experts, topk, groups, topk_group, scoring, with_bias):
+    """Kernel v23 stores dense outputs ([T, K], strides (K, 1), 16-byte aligned: ``launch.dense_outputs``) with the
+    layout compiled in (``DENSE_OUT``), others element by element at their strides: every bitonic plan of the rule,
+    both ways, gives the same bits, fully written, and the strided way writes nothing outside its views."""
+    from moe_routing.kernels import launch
+    from moe_routing.kernels.launch import tensor_traits
+
+    tokens = 67 if ON_GPU else 5
+    logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + 3)
+    logits[1, ::7] = float("nan")
+    bias = random_bias(experts, seed=experts + 4) if with_bias else None
+    call = check_call(logits, topk, scoring, bias, groups, topk_group, True, 2.5, None)
+    plans = []
+    for plan in all_plans(call, **tensor_traits(logits, bias)).values():
+        if plan.name == "bitonic" and all(plan != other for other in plans):
+            plans.append(plan)
+    assert plans and all(plan.constexprs["DENSE_OUT"] for plan in plans)  # the rule's plans may store dense
+    for plan in plans:
+        dense = poisoned_out(tokens, topk)
+        launch(call, logits, bias, *dense, plan=plan)
+        weights_store = torch.full((tokens, topk + 7), -1.0, device=DEVICE)
+        ids_store = torch.full((tokens, topk + 7), -1, dtype=torch.int32, device=DEVICE)
+        strided = (weights_store[:, 3:3 + topk], ids_store[:, 4:4 + topk])
+        strided[0].fill_(float("nan"))
+        strided[1].fill_(-999)
+        launch(call, logits, bias, *strided, plan=plan)
+        assert_fully_written(*dense)
+        assert_fully_written(*strided)
+        assert torch.equal(dense[1], strided[1]) and torch.equal(dense[0].view(torch.int32),
+                                                                  strided[0].contiguous().view(torch.int32)), plan
+        assert (weights_store[:, :3] == -1).all() and (weights_store[:, 3 + topk:] == -1).all()
+        assert (ids_store[:, :4] == -1).all() and (ids_store[:, 4 + topk:] == -1).all()
+        # the strided plan's reference run: the same plan with DENSE_OUT off on dense buffers
+        plain = poisoned_out(tokens, topk)
+        launch(call, logits, bias, *plain, plan=plan._replace(constexprs={**plan.constexprs, "DENSE_OUT": False}))
+        assert torch.equal(plain[1], dense[1]) and torch.equal(plain[0], dense[0])
+
+
+def test_dense_outputs_decide_the_stores():
+    """``dense_outputs``: only [T, K] buffers with strides (K, 1) at 16-byte aligned addresses; ``with_outputs``
+    keeps a bitonic plan's DENSE_OUT only for them, never turns it on, and leaves rounds plans alone."""
+    from moe_routing.kernels.launch import dense_outputs, rounds_plan, with_outputs
+
+    weights, ids = poisoned_out(10, 8)
+    assert dense_outputs(weights, ids, 8)
+    wide_w, wide_i = poisoned_out(10, 12)
+    assert not dense_outputs(wide_w[:, :8], wide_i[:, :8], 8)  # row stride 12
+    assert not dense_outputs(weights, wide_i[:, :8], 8)
+    flat_w, flat_i = poisoned_out(11, 8)
+    shifted = (flat_w.view(-1)[1:81].view(10, 8), flat_i.view(-1)[1:81].view(10, 8))  # 4 bytes off
+    assert shifted[0].stride() == (8, 1) and not dense_outputs(*shifted, 8)
+    assert not dense_outputs(weights.t().contiguous().t(), ids, 8)
+    call = check_call(torch.zeros(4, 256, device=DEVICE), 8, "sigmoid", None, 1, 1, True, 1.0, None)
+    plan = all_plans(call)["huge 64k"]
+    assert plan.constexprs["DENSE_OUT"]
+    assert with_outputs(plan, True) == plan
+    assert not with_outputs(plan, False).constexprs["DENSE_OUT"]
+    off = plan._replace(constexprs={**plan.constexprs, "DENSE_OUT": False})
+    assert with_outputs(off, True) == off
+    general = rounds_plan(call, 0)
+    assert with_outputs(general, False) == general

@@ -226,6 +226,10 @@ def main():
     ap.add_argument("--tokens", type=int, nargs="*", help="only shapes with these token counts")
     ap.add_argument("--experts", type=int, nargs="*", help="only shapes with these expert counts")
     ap.add_argument("--progress", action="store_true", help="print every round's median as it is measured")
+    ap.add_argument("--focus", action="store_true", help="with --ab: only the rule and the baseline kernel on its tile "
+                    "(and --dense-arm's arm)")
+    ap.add_argument("--dense-arm", action="store_true", help="with --ab: also the rule's bitonic plan with DENSE_OUT "
+                    "switched (kernel v23: vector stores into dense outputs)")
     ap.add_argument("--tile", action="append", default=[], metavar="SPEC",
                     help='with --ab: also time this tile of the tree\'s kernel, e.g. "L2 R16 W1 G4 words" (tile_arm)')
     ap.add_argument("--warm", metavar="I/N", help="only compile (launch once) every N-th arm from the I-th, into "
@@ -285,9 +289,16 @@ def main():
         if baseline is not None:
             traits = tensor_traits(inputs.logits[0], inputs.bias)
             arms = [(name, plan, inputs.bias) for name, plan in ab_arms(call, baseline, traits)]
-            if args.huge:  # the rule, and its tile run by the FILE's kernel
+            if args.huge or args.focus:  # the rule, and its tile run by the FILE's kernel
                 arms = [arm for arm in arms if arm[0] == "rule" or arm[0].startswith("baseline kernel, rule's tile")
                         or (args.prefetch_arms and arm[0].startswith("rule's tile, prefetch="))]
+                if args.focus:
+                    arms = [arm for arm in arms if "prefetch=" not in arm[0] or args.prefetch_arms]
+            rule = arms[0][1]
+            if args.dense_arm and rule.name == "bitonic" and "DENSE_OUT" in rule.constexprs:
+                dense = not rule.constexprs["DENSE_OUT"]
+                arms.append((f"rule's tile, dense={int(dense)}", rule._replace(
+                    constexprs={**rule.constexprs, "DENSE_OUT": dense}), inputs.bias))
             for spec in args.tile:
                 plan = tile_arm(call, spec)
                 if plan is None:

@@ -161,7 +161,10 @@ def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constex
 def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl.constexpr):
     """Keys of experts ``expert`` (any shape) from their raw logits ``x`` and bias (None without)."""
     if KEYS == LOGIT16_KEYS:  # softmax ranks as its logits do: their own 16 bits, made order-preserving
-        bits = x.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+        if x.dtype == tl.float32:  # bfloat16 logits unpacked from words (``_unpack_words``): the top half
+            bits = (x.to(tl.int32, bitcast=True) >> 16) & 0xFFFF
+        else:
+            bits = x.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
         bits = tl.where(bits == 0x8000, 0, bits)  # -0 ranks as +0 (equal logits: lower index first)
         ordered = bits ^ tl.where(bits >= 0x8000, 0xFFFF, 0x8000)
         ordered = tl.where(tl.abs(x.to(tl.float32)) < float("inf"), ordered, LOGIT16_INVALID)
@@ -245,10 +248,12 @@ def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: 
         for piece in tl.static_range(PIECES):
             parts = parts + (_unpack_words(tl.load(words_ptr + 2 * piece, mask=row_ok[:, None, None, None], other=0),
                                            row_base.dtype.element_ty),)
-        return _all_side_by_side(parts, PIECES)  # [ROWS, LANES, 2, 4] each -> [ROWS, LANES, CHUNK, 4]
-    expert, present, read = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
-                                          LANES, CHUNK, GROUP)
-    return tl.load(row_base + expert[None], mask=read, other=0.0)
+        x = _all_side_by_side(parts, PIECES)  # [ROWS, LANES, 2, 4] each -> [ROWS, LANES, CHUNK, 4]
+    else:  # (a constexpr branch: bfloat16 words unpack to float32, other loads keep the logits' dtype)
+        expert, present, read = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
+                                              LANES, CHUNK, GROUP)
+        x = tl.load(row_base + expert[None], mask=read, other=0.0)
+    return x
 
 
 @triton.jit
@@ -280,13 +285,22 @@ def _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS: tl.const
 
 @triton.jit
 def _unpack_words(words, dtype: tl.constexpr):
-    """64-bit words [ROWS, LANES, 1, W] of four 16-bit logits each -> the logits [ROWS, LANES, W, 4] in order."""
+    """64-bit words [ROWS, LANES, 1, W] of four 16-bit logits each -> the logits [ROWS, LANES, W, 4] in order.
+
+    bfloat16 logits come back as their float32 values (the same numbers: a bfloat16 is the top half of its
+    float32), one shift or one mask each (kernel v23; the 16-bit values' conversion took a shift down and a
+    shift up for the odd halves); float16 ones as float16."""
     low = words.to(tl.int32)
     high = (words >> 32).to(tl.int32)
     # experts 4w, 4w+1 in the low half, 4w+2, 4w+3 in the high half; join(join(e0, e2), join(e1, e3)) puts
     # them in order along the last two dimensions
-    even = tl.join(low.to(tl.int16).to(dtype, bitcast=True), high.to(tl.int16).to(dtype, bitcast=True))
-    odd = tl.join((low >> 16).to(tl.int16).to(dtype, bitcast=True), (high >> 16).to(tl.int16).to(dtype, bitcast=True))
+    if dtype == tl.bfloat16:
+        even = tl.join((low << 16).to(tl.float32, bitcast=True), (high << 16).to(tl.float32, bitcast=True))
+        odd = tl.join((low & -65536).to(tl.float32, bitcast=True), (high & -65536).to(tl.float32, bitcast=True))
+    else:
+        even = tl.join(low.to(tl.int16).to(dtype, bitcast=True), high.to(tl.int16).to(dtype, bitcast=True))
+        odd = tl.join((low >> 16).to(tl.int16).to(dtype, bitcast=True),
+                      (high >> 16).to(tl.int16).to(dtype, bitcast=True))
     return tl.reshape(tl.join(even, odd), (words.shape[0], words.shape[1], words.shape[3], 4))
 
 
@@ -325,12 +339,105 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
     if bias_ptr is not None:
         bias = _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS, LANES, CHUNK, GROUP, WORDS,
                           PREFETCH)
-    keys = _keys(x, bias, expert[None], present, offset, scale, KEYS, PADDED or kept is not None)
+    # (v23) 32-bit keys of whole steps take the expert's place within the step first (a constant per register: one
+    # LEA with an immediate forms each key), and the step's own part of the index once per sorted key: the same
+    # order within the step, then the same keys (an index below 512 is the step's base, a multiple of the span,
+    # plus the place, so 511 - index = (511 - place) ^ base)
+    BY_PLACE: tl.constexpr = (KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS) and not PADDED and kept is None
+    if BY_PLACE:
+        place = member[:, None] * GROUP + within[None, :]  # [CHUNK, GROUP]
+        keys = _keys(x, bias, place[None, None], present, offset, scale, KEYS, False)
+    else:
+        keys = _keys(x, bias, expert[None], present, offset, scale, KEYS, PADDED or kept is not None)
     if GROUP > 1:
         keys = tl.max(keys, axis=3)
     else:
         keys = tl.reshape(keys, keys.shape[:3])
-    return tl.topk(keys, CHUNK, dim=2)
+    keys = _sort_descending(keys)
+    if BY_PLACE:
+        base = (step * LANES + lane) * (CHUNK * GROUP)  # [LANES]
+        keys = keys ^ base[None, :, None].to(tl.uint32)
+    return keys
+
+
+# Batcher's odd-even merge sort of 8: 19 compare-exchanges (i, j) in 6 stages (a bitonic sort of 8 takes 24)
+SORT8_HIGH = tl.constexpr((0, 2, 4, 6, 0, 1, 4, 5, 1, 5, 0, 1, 2, 3, 2, 3, 1, 3, 5))
+SORT8_LOW = tl.constexpr((1, 3, 5, 7, 2, 3, 6, 7, 2, 6, 4, 5, 6, 7, 4, 5, 2, 4, 6))
+
+
+@triton.jit
+def _sort_descending(keys):
+    """``keys`` [A, B, N] sorted descending along the last axis: 32-bit keys of N = 8 that each thread holds whole
+    (A x B at least 32 lists: a warp's worth, so the compiler gives each thread whole lists) by Batcher's
+    network (kernel v23: 19 compare-exchanges, each one integer max and one min, against ``tl.topk``'s 24; the
+    columns split and joined again in registers), otherwise by ``tl.topk`` (float64 keys: its compares and selects
+    compiled shorter than float64 max and min; lists spread over threads: its shuffles, where splitting columns
+    moved them between threads)."""
+    N: tl.constexpr = keys.shape[2]
+    IN_THREAD: tl.constexpr = keys.shape[0] * keys.shape[1] >= 32
+    if N == 8 and keys.dtype == tl.uint32 and IN_THREAD:
+        column = _last_axis_columns(keys, 8)
+        for k in tl.static_range(19):
+            high = tl.maximum(column[SORT8_HIGH[k]], column[SORT8_LOW[k]])
+            low = tl.minimum(column[SORT8_HIGH[k]], column[SORT8_LOW[k]])
+            column = _set2(column, SORT8_HIGH[k], high, SORT8_LOW[k], low)
+        result = _join_last_axis(column, 8)
+    else:
+        result = tl.topk(keys, N, dim=2)
+    return result
+
+
+@triton.jit
+def _set2(values, i: tl.constexpr, first, j: tl.constexpr, second):
+    """The tuple ``values`` with ``first`` at ``i`` and ``second`` at ``j``."""
+    out = ()
+    for k in tl.static_range(len(values)):
+        if k == i:
+            out = out + (first,)
+        elif k == j:
+            out = out + (second,)
+        else:
+            out = out + (values[k],)
+    return out
+
+
+@triton.jit
+def _last_axis_columns(x, COUNT: tl.constexpr):
+    """[A, B, COUNT] (each thread holding its COUNT values) -> a tuple of COUNT [A, B] tensors, column by column
+    (register moves: halving by reshape, permute and split)."""
+    A: tl.constexpr = x.shape[0]
+    B: tl.constexpr = x.shape[1]
+    parts = (x,)
+    for level in tl.static_range(5):
+        if (1 << level) < COUNT:
+            halves = ()
+            for p in tl.static_range(1 << level):
+                part = tl.reshape(parts[p], (A, B, 2, COUNT >> (level + 1)))
+                first, second = tl.split(tl.permute(part, (0, 1, 3, 2)))
+                halves = halves + (first, second)
+            parts = halves
+    columns = ()
+    for c in tl.static_range(COUNT):
+        columns = columns + (tl.reshape(parts[c], (A, B)),)
+    return columns
+
+
+@triton.jit
+def _join_last_axis(columns, COUNT: tl.constexpr):
+    """A tuple of COUNT (a power of two) tensors [A, B] -> one [A, B, COUNT] with column c at c (register moves)."""
+    A: tl.constexpr = columns[0].shape[0]
+    B: tl.constexpr = columns[0].shape[1]
+    parts = ()
+    for c in tl.static_range(COUNT):
+        parts = parts + (tl.reshape(columns[c], (A, B, 1)),)
+    for level in tl.static_range(5):
+        if (1 << level) < COUNT:
+            joined = ()
+            for pair in tl.static_range(COUNT >> (level + 1)):
+                both = tl.permute(tl.join(parts[2 * pair], parts[2 * pair + 1]), (0, 1, 3, 2))  # [A, B, 2, n]
+                joined = joined + (tl.reshape(both, (A, B, 2 << level)),)
+            parts = joined
+    return parts[0]
 
 
 @triton.jit
@@ -400,7 +507,12 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + candidate, mask=exists, other=0.0).to(tl.float32)
         keys = _keys(x, bias, candidate, exists, offset, scale, KEYS, kept is not None or NUM_EXPERTS % GROUP != 0)
-        best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
+        if CHUNK == 8 and GROUP == 4 and ROWS >= 32 and keys.dtype == tl.uint32:
+            # (v23) a row's 32 candidates in its thread (a lane per row): the runs sorted by pairs, as four lists of
+            # 8 (Batcher's network), merged by halving (``_merge_lanes``): 248 min / max against tl.topk's 312
+            best = _merge_lanes(_sort_descending(tl.reshape(keys, (ROWS, 4, 8))), True)
+        else:
+            best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
         expert, valid = _key_expert(best, KEYS)
     floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
     return expert, valid, floored
@@ -498,7 +610,9 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
                                        TOPK_GROUP)
     else:
         keys = _keys(x, bias, expert, present, offset, scale, KEYS, True)
-    if PER > CHUNK:  # a thread's top CHUNK: sorts of CHUNK keys and merges (a thread gives at most TOPK picks)
+    if PER >= 8 and CHUNK == 8 and PER <= 16:  # (v23) sorts of 8 by Batcher's network; 16 keys: two, merged
+        keys = _merge_lanes(_sort_descending(tl.reshape(keys, (32, PER // 8, 8))), True)
+    elif PER > CHUNK:  # a thread's top CHUNK: sorts of CHUNK keys and merges (a thread gives at most TOPK picks)
         keys = tl.topk(keys, CHUNK, dim=1)
     elif PER > 1:
         keys = tl.sort(keys, dim=1, descending=True)
@@ -665,8 +779,11 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
         choice = _finite_choice(x, _window_choice(x, bias))
-        keys = tl.max(_window_key(choice, expert[None], None, offset, scale, False), axis=3)
-        lists = lists + (tl.topk(keys, CHUNK, dim=2),)  # [ROWS, LANES, CHUNK], best first
+        # keys by the place within the step, the step's part of the index after the sort (v23, as ``_step_keys``)
+        place = member[:, None] * GROUP + within[None, :]
+        keys = tl.max(_window_key(choice, place[None, None], None, offset, scale, False), axis=3)
+        base = (step * LANES + lane) * (CHUNK * GROUP)
+        lists = lists + (_sort_descending(keys) ^ base[None, :, None].to(tl.uint32),)  # [ROWS, LANES, CHUNK], best 1st
         # the step's groups' scores where the values lie (no reshape: see _step_group_scores), from the same
         # values as the keys: NaN for a non-finite logit (kernel v12)
         score = _step_group_scores(choice, bias is not None, GROUPS_PER_STEP)
@@ -967,17 +1084,18 @@ def bitonic_kernel(
     ONE_PASS: tl.constexpr,  # grouped, window keys: groups ranked and experts keyed in one read of the row
     ROUNDS: tl.constexpr = False,  # one row on one warp, <= 512 experts, 32-bit keys: _select_rounds (v19)
     HANDOVER: tl.constexpr = False,  # ROUNDS: the weights from the scores the rounds hand over (v20)
+    DENSE_OUT: tl.constexpr = False,  # outputs [T, K] with strides (K, 1), 16-byte aligned (launch.dense_outputs)
 ):
     if ROUNDS:  # one row on one warp (kernel v19; v20's stores)
         _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, LANES,
-                         CHUNK, LOG2_CHUNK, GROUPS_PER_LOAD, PREFETCH, WORDS, HANDOVER)
+                         CHUNK, LOG2_CHUNK, GROUPS_PER_LOAD, PREFETCH, WORDS, HANDOVER, DENSE_OUT)
     else:
         _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, ROWS,
-                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS)
+                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT)
 
 
 @triton.jit
@@ -988,7 +1106,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr,
                      LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUP: tl.constexpr,
                      GROUPS_PER_LOAD: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-                     ONE_PASS: tl.constexpr):
+                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr):
     """ROWS rows a program, LANES lanes a row: the lanes' lists (module docstring)."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -1054,14 +1172,14 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
 
     _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
                stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, ROWS, CHUNK,
-               LOG2_CHUNK)
+               LOG2_CHUNK, DENSE_OUT)
 
 
 @triton.jit
 def _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
                stride_w_col, stride_i_row, stride_i_col, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr,
                RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
-               LOG2_CHUNK: tl.constexpr):
+               LOG2_CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
     """The rows' weights and ids from the chosen experts [ROWS, CHUNK]: the unbiased scores of the chosen
     (their logits re-read: cache hits), renormalised, scaled, stored."""
     slot = tl.arange(0, CHUNK)
@@ -1078,14 +1196,39 @@ def _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_
     else:
         chosen = tl.where(out_mask, sigmoid_scores(x.to(tl.float32), valid), 0.0)
     weights = finish_weights(chosen, slot, TOPK, RENORMALIZE, ROWS, CHUNK, LOG2_CHUNK, scale)
-    tl.store(weights_ptr + rows64[:, None] * stride_w_row + slot[None, :] * stride_w_col, weights, mask=out_mask)
-    tl.store(ids_ptr + rows64[:, None] * stride_i_row + slot[None, :] * stride_i_col, expert, mask=out_mask)
+    _store_outputs(weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, rows64, row_ok,
+                   weights, expert, TOPK, CHUNK, DENSE_OUT)
+
+
+@triton.jit
+def _store_outputs(weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, rows, row_ok, weights,
+                   expert, TOPK: tl.constexpr, CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
+    """Store the first TOPK of each row's ``weights`` and ``expert`` [R, CHUNK] where ``row_ok`` [R].
+
+    ``DENSE_OUT`` (kernel v23; ``launch.dense_outputs``: both outputs [T, K] with strides (K, 1) and 16-byte aligned):
+    the strides as constants and the rows' alignment told to the compiler, so that a row's values leave in vector
+    stores (16 bytes where 4 K is a multiple of 16: K = 8 takes two 16-byte stores a row and output instead of eight
+    4-byte ones), under a mask constant along the row where K fills the slots. Otherwise element by element, at
+    any strides."""
+    slot = tl.arange(0, CHUNK)
+    mask = row_ok[:, None] & (slot < TOPK)[None, :]
+    if DENSE_OUT:
+        ALIGN: tl.constexpr = min(16, (4 * TOPK) & -(4 * TOPK))  # bytes: the largest power of two dividing 4 K
+        w_ptrs = tl.multiple_of(weights_ptr + rows[:, None] * TOPK + slot[None, :], [4, ALIGN])
+        i_ptrs = tl.multiple_of(ids_ptr + rows[:, None] * TOPK + slot[None, :], [4, ALIGN])
+        if TOPK == CHUNK:
+            mask = tl.broadcast_to(row_ok[:, None], mask.shape)
+    else:
+        w_ptrs = weights_ptr + rows[:, None] * stride_w_row + slot[None, :] * stride_w_col
+        i_ptrs = ids_ptr + rows[:, None] * stride_i_row + slot[None, :] * stride_i_col
+    tl.store(w_ptrs, weights, mask=mask)
+    tl.store(i_ptrs, expert, mask=mask)
 
 
 @triton.jit
 def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_row,
                  stride_i_col, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr, RENORMALIZE: tl.constexpr,
-                 CHUNK: tl.constexpr):
+                 CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
     """``_store_row`` for one row whose TOPK picks are all valid (``store``: stores nothing otherwise), from the
     rounds' keys and logits (scalars, the same in every thread: kernel v20) with the same arithmetic as
     ``_store_row`` (``sigmoid_scores``, or exp(x - the first pick's x), and ``finish_weights``' pairwise sum
@@ -1115,9 +1258,9 @@ def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, stride_w_row, 
                 level = pairs
         total = level[0]
         chosen = tl.where(total > 0.0, chosen / tl.where(total > 0.0, total, 1.0), 1.0 / TOPK)
-    mask = store & (slot < TOPK)
-    tl.store(weights_ptr + row * stride_w_row + slot * stride_w_col, chosen * scale, mask=mask)
-    tl.store(ids_ptr + row * stride_i_row + slot * stride_i_col, expert, mask=mask)
+    _store_outputs(weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, row[None],
+                   store[None], tl.reshape(chosen * scale, (1, CHUNK)), tl.reshape(expert, (1, CHUNK)), TOPK, CHUNK,
+                   DENSE_OUT)
 
 
 @triton.jit
@@ -1127,7 +1270,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr,
                      BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, LANES: tl.constexpr,
                      CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
-                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, HANDOVER: tl.constexpr):
+                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, HANDOVER: tl.constexpr, DENSE_OUT: tl.constexpr):
     """One row on one warp (``ROUNDS``): the row (and bias) in the rounds' layout, the window, the picks by K
     warp-wide maxima (``_select_rounds``, v19) and their weights. ``HANDOVER`` (v20): each round's winner also
     hands over its pick's score (sigmoid) or logit (softmax), and a row whose picks are all valid stores weights
@@ -1166,12 +1309,12 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
         if HAND_LOGITS:
             quick = _complete_picks(picks, TOPK, LOGIT16_KEYS)
             _store_picks(picks, logits, row, row_ok & quick, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
-                         stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, CHUNK)
+                         stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, CHUNK, DENSE_OUT)
         if quick.to(tl.int32) == 0:  # a non-finite logit among the picks (its weight is 0), or unrenormalised
             chosen, valid = _picks_tile(picks, TOPK, CHUNK, LOGIT16_KEYS)
             _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, stride_w_row,
                        stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, 1,
-                       CHUNK, LOG2_CHUNK)
+                       CHUNK, LOG2_CHUNK, DENSE_OUT)
     else:
         bias = None
         if bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
@@ -1196,7 +1339,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                 lowest_score = tl.minimum(lowest_score, picked[r])
             quick = windowed & (lowest_score > 0.0)
             _store_picks(picks, picked, row, row_ok & quick, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
-                         stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, CHUNK)
+                         stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, CHUNK, DENSE_OUT)
         if quick.to(tl.int32) == 0:
             if windowed:  # the window's picks, their logits re-read (HANDOVER: a pick's score under 2**-126)
                 chosen, valid = _picks_tile(picks, TOPK, CHUNK, WINDOW_KEYS)
@@ -1214,4 +1357,4 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                                            WORDS)
             _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, stride_w_row,
                        stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, 1,
-                       CHUNK, LOG2_CHUNK)
+                       CHUNK, LOG2_CHUNK, DENSE_OUT)

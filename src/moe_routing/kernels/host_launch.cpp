@@ -156,7 +156,7 @@ bool parse(const Args& a, Call* call) {
 
 struct Key {
   int64_t experts, topk, softmax, groups, kept, renormalize, token_class;
-  int64_t logits_dtype, bias_dtype, device, logits_aligned, bias_aligned, stride_class;
+  int64_t logits_dtype, bias_dtype, device, logits_aligned, bias_aligned, stride_class, dense_out;
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
 
@@ -170,7 +170,12 @@ int64_t int_class(int64_t v) {  // launch._int_class: what Triton specialises an
   return v == 1 ? 1 : (v % 16 == 0 ? 16 : 0);
 }
 
-Key make_key(const Call& c, const at::Tensor& logits, PyObject* bias_obj) {
+// launch.dense_outputs: weights and ids [T, K] with strides (K, 1), 16-byte aligned (what route() allocates is)
+bool dense_output(const at::Tensor& t, int64_t topk) {
+  return t.stride(0) == topk && t.stride(1) == 1 && (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15) == 0;
+}
+
+Key make_key(const Call& c, const at::Tensor& logits, PyObject* bias_obj, PyObject* out_obj) {
   Key k;
   std::memset(&k, 0, sizeof(Key));  // padding-free, but memcmp compares every byte
   k.experts = c.experts;
@@ -192,6 +197,9 @@ Key make_key(const Call& c, const at::Tensor& logits, PyObject* bias_obj) {
     k.bias_dtype = static_cast<int64_t>(bias.scalar_type());
     k.bias_aligned = (reinterpret_cast<uintptr_t>(bias.data_ptr()) & 15) == 0;
   }
+  k.dense_out = out_obj == Py_None ||
+                (dense_output(THPVariable_Unpack(PySequence_Fast_GET_ITEM(out_obj, 0)), c.topk) &&
+                 dense_output(THPVariable_Unpack(PySequence_Fast_GET_ITEM(out_obj, 1)), c.topk));
   return k;
 }
 
@@ -294,7 +302,7 @@ PyObject* route(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (verdict != kAccepted) return not_accepted(verdict);
   const at::Tensor& logits = THPVariable_Unpack(a.logits);
   if (c.tokens == 0 || !logits.is_cuda()) Py_RETURN_NONE;
-  Entry* e = find(make_key(c, logits, a.bias));
+  Entry* e = find(make_key(c, logits, a.bias, a.out));
   if (!e) Py_RETURN_NONE;
 
   const int64_t device = logits.device().index();
@@ -388,10 +396,11 @@ PyObject* call_tuple(const Call& c) {
 }
 
 PyObject* key_tuple(const Key& k) {
-  return Py_BuildValue("(LLLLLLLLLLLLL)", (long long)k.experts, (long long)k.topk, (long long)k.softmax,
+  return Py_BuildValue("(LLLLLLLLLLLLLL)", (long long)k.experts, (long long)k.topk, (long long)k.softmax,
                        (long long)k.groups, (long long)k.kept, (long long)k.renormalize, (long long)k.token_class,
                        (long long)k.logits_dtype, (long long)k.bias_dtype, (long long)k.device,
-                       (long long)k.logits_aligned, (long long)k.bias_aligned, (long long)k.stride_class);
+                       (long long)k.logits_aligned, (long long)k.bias_aligned, (long long)k.stride_class,
+                       (long long)k.dense_out);
 }
 
 // check(9 args) -> the normalised call as call.RoutingCall's fields, or None when declined (tests).
@@ -410,7 +419,8 @@ PyObject* key(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Args a;
   Call c;
   const Verdict verdict = accept(args, nargs, true, &a, &c);
-  return verdict == kAccepted ? key_tuple(make_key(c, THPVariable_Unpack(a.logits), a.bias)) : not_accepted(verdict);
+  return verdict == kAccepted ? key_tuple(make_key(c, THPVariable_Unpack(a.logits), a.bias, a.out))
+                               : not_accepted(verdict);
   END_HANDLE_TH_ERRORS
 }
 
@@ -430,7 +440,7 @@ PyObject* register_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const at::Tensor& logits = THPVariable_Unpack(a.logits);
   Entry e;
   std::memset(&e, 0, sizeof(Entry));
-  e.key = make_key(c, logits, a.bias);
+  e.key = make_key(c, logits, a.bias, a.out);
   e.function = PyLong_AsVoidPtr(args[9]);
   const long long warps = PyLong_AsLongLong(args[10]);
   const long long shared = PyLong_AsLongLong(args[11]);

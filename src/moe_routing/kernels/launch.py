@@ -110,7 +110,7 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
                       ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
                       GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch,
-                      WORDS=words, ONE_PASS=one_pass, ROUNDS=rounds, HANDOVER=False)
+                      WORDS=words, ONE_PASS=one_pass, ROUNDS=rounds, HANDOVER=False, DENSE_OUT=True)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
@@ -158,6 +158,26 @@ def wide_loads_ok(logits: torch.Tensor, stride: int) -> bool:
     """Whether a row of ``logits`` may be read as 64-bit words: 16-bit values, a 16-byte aligned base and
     a row stride of a multiple of 16 elements (the launcher cache keys on exactly these)."""
     return logits.element_size() == 2 and logits.data_ptr() % 16 == 0 and stride % 16 == 0
+
+
+def dense_outputs(weights: torch.Tensor, ids: torch.Tensor, topk: int) -> bool:
+    """Whether both outputs are [T, K] with strides (K, 1) and 16-byte aligned, so that a bitonic plan may store them
+    with the layout compiled in (``DENSE_OUT``, kernel v23: vector stores). What ``route()`` allocates always is; an
+    ``out=`` pair usually is. Plans are keyed on it (``launcher_key``; host_launch.cpp's key likewise)."""
+    return _dense(weights.stride(), ids.stride(), weights.data_ptr(), ids.data_ptr(), topk)
+
+
+def _dense(weights_stride: tuple, ids_stride: tuple, weights_ptr: int, ids_ptr: int, topk: int) -> bool:
+    return weights_stride == ids_stride == (topk, 1) and (weights_ptr | ids_ptr) & 15 == 0
+
+
+def with_outputs(plan: Plan, dense: bool) -> Plan:
+    """``plan`` for outputs that are dense (``dense_outputs``) or not. Bitonic plans come with ``DENSE_OUT`` on (the
+    rule's, as a permission); it stays on only where the outputs are dense. A plan with it off (tests, probes) keeps
+    the strided stores on any outputs."""
+    if dense or not plan.constexprs.get("DENSE_OUT", False):
+        return plan
+    return plan._replace(constexprs={**plan.constexprs, "DENSE_OUT": False})
 
 
 def tensor_traits(logits: torch.Tensor, bias: torch.Tensor | None) -> dict:
@@ -416,13 +436,14 @@ def _int_class(value: int) -> int:
 
 
 def launcher_key(call: RoutingCall, logits, bias, index: int, logits_ptr: int, bias_ptr: int | None,
-                 stride: int) -> tuple:
+                 stride: int, dense: bool) -> tuple:
     """The launcher cache's key: everything the rule and Triton's specialisation depend on (the
     normalised call but its token count and scale, the token class, the dtypes, the device, the
-    16-byte alignment of the logits and bias, the row stride's class). host_launch.cpp keys the same."""
+    16-byte alignment of the logits and bias, the row stride's class, whether the outputs are dense:
+    ``dense_outputs``). host_launch.cpp keys the same."""
     return (
         call[1:7], token_class(call.tokens), logits.dtype, None if bias is None else bias.dtype, index,
-        logits_ptr & 15 == 0, None if bias_ptr is None else bias_ptr & 15 == 0, _int_class(stride),
+        logits_ptr & 15 == 0, None if bias_ptr is None else bias_ptr & 15 == 0, _int_class(stride), dense,
     )
 
 
@@ -439,22 +460,24 @@ def launch(
     ``plan`` forces a kernel and tile (tests use it to cover every plan a rule can choose).
     """
     stride = logits.stride(0)
+    w_stride, i_stride = weights.stride(), ids.stride()
+    w_ptr, i_ptr = weights.data_ptr(), ids.data_ptr()
+    dense = _dense(w_stride, i_stride, w_ptr, i_ptr, call.topk)
     key = None
     if plan is None and logits.is_cuda:
         index = logits.get_device()
         logits_ptr = logits.data_ptr()
         bias_ptr = None if bias is None else bias.data_ptr()
-        key = launcher_key(call, logits, bias, index, logits_ptr, bias_ptr, stride)
+        key = launcher_key(call, logits, bias, index, logits_ptr, bias_ptr, stride, dense)
         direct = _launchers.get(key)
         if direct is not None and not _hooks_installed():
             if index != _current_device():  # kernels launch on the current device
                 with torch.cuda.device(index):
                     return launch(call, logits, bias, weights, ids)
-            w_stride, i_stride = weights.stride(), ids.stride()
             direct.launch(
                 (call.tokens + direct.rows - 1) // direct.rows, 1, 1, _raw_stream(index),
                 direct.function, direct.cooperative, direct.pdl, None, None, direct.metadata, None, None, None,
-                logits_ptr, bias_ptr, stride, weights.data_ptr(), ids.data_ptr(), w_stride[0], w_stride[1],
+                logits_ptr, bias_ptr, stride, w_ptr, i_ptr, w_stride[0], w_stride[1],
                 i_stride[0], i_stride[1], call.tokens, call.scale, *direct.constexprs,
             )
             return
@@ -462,7 +485,7 @@ def launch(
             with torch.cuda.device(index):
                 return launch(call, logits, bias, weights, ids)
 
-    plan = plan or choose_plan(call, **tensor_traits(logits, bias))
+    plan = with_outputs(plan or choose_plan(call, **tensor_traits(logits, bias)), dense)
     options = {} if plan.maxnreg is None else {"maxnreg": plan.maxnreg}  # ROCm's Triton refuses the option
     compiled = plan.kernel[(triton.cdiv(call.tokens, plan.rows),)](
         logits, bias, stride,
