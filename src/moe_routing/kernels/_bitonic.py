@@ -339,11 +339,8 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
     if bias_ptr is not None:
         bias = _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS, LANES, CHUNK, GROUP, WORDS,
                           PREFETCH)
-    # (v23) 32-bit keys of whole steps take the expert's place within the step first (a constant per register: one
-    # LEA with an immediate forms each key), and the step's own part of the index once per sorted key: the same
-    # order within the step, then the same keys (an index below 512 is the step's base, a multiple of the span,
-    # plus the place, so 511 - index = (511 - place) ^ base)
-    BY_PLACE: tl.constexpr = (KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS) and not PADDED and kept is None
+    BY_PLACE: tl.constexpr = ((KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS) and LANES <= PLACE_LANES and not PADDED
+                              and kept is None)  # keys by place (PLACE_LANES)
     if BY_PLACE:
         place = member[:, None] * GROUP + within[None, :]  # [CHUNK, GROUP]
         keys = _keys(x, bias, place[None, None], present, offset, scale, KEYS, False)
@@ -358,6 +355,15 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
         base = (step * LANES + lane) * (CHUNK * GROUP)  # [LANES]
         keys = keys ^ base[None, :, None].to(tl.uint32)
     return keys
+
+
+# Kernel v23, "keys by place": a step's 32-bit keys formed by the experts' place within the step, so that each key
+# takes one LEA with an immediate (the place is a constant per register), and the step's own part of the index put in
+# once per sorted key (an index below 512 is the step's base, a multiple of the step's span, plus the place, so
+# 511 - index = (511 - place) ^ base): the same order within the step, then the same keys. On tiles of at most
+# PLACE_LANES lanes a row (measured faster there: 2-7% from 16384 tokens, session 24 run 1); on four lanes it measured
+# 6-8% slower at 8192 tokens (run 2), so those tiles keep the index per key.
+PLACE_LANES = tl.constexpr(2)
 
 
 # Batcher's odd-even merge sort of 8: 19 compare-exchanges (i, j) in 6 stages (a bitonic sort of 8 takes 24)
@@ -779,11 +785,13 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         if bias_ptr is not None:
             bias = tl.load(bias_ptr + expert).to(tl.float32)[None]
         choice = _finite_choice(x, _window_choice(x, bias))
-        # keys by the place within the step, the step's part of the index after the sort (v23, as ``_step_keys``)
-        place = member[:, None] * GROUP + within[None, :]
-        keys = tl.max(_window_key(choice, place[None, None], None, offset, scale, False), axis=3)
-        base = (step * LANES + lane) * (CHUNK * GROUP)
-        lists = lists + (_sort_descending(keys) ^ base[None, :, None].to(tl.uint32),)  # [ROWS, LANES, CHUNK], best 1st
+        if LANES <= PLACE_LANES:  # keys by the place within the step, the step's index bits after the sort
+            place = member[:, None] * GROUP + within[None, :]
+            keys = _sort_descending(tl.max(_window_key(choice, place[None, None], None, offset, scale, False), axis=3))
+            keys = keys ^ ((step * LANES + lane) * (CHUNK * GROUP))[None, :, None].to(tl.uint32)
+        else:
+            keys = _sort_descending(tl.max(_window_key(choice, expert[None], None, offset, scale, False), axis=3))
+        lists = lists + (keys,)  # [ROWS, LANES, CHUNK], best first
         # the step's groups' scores where the values lie (no reshape: see _step_group_scores), from the same
         # values as the keys: NaN for a non-finite logit (kernel v12)
         score = _step_group_scores(choice, bias is not None, GROUPS_PER_STEP)
