@@ -469,8 +469,10 @@ DENSE_SHAPES = [  # (experts, topk, groups, topk_group, scoring, with_bias): K f
 @pytest.mark.parametrize("experts,topk,groups,topk_group,scoring,with_bias", DENSE_SHAPES, ids=str)
 def test_dense_and_strided_stores_give_the_same_bits(experts, topk, groups, topk_group, scoring, with_bias):
     """Kernel v23 stores dense outputs ([T, K], strides (K, 1), 16-byte aligned: ``launch.dense_outputs``) with the
-    layout compiled in (``DENSE_OUT``), others element by element at their strides: every bitonic plan of the rule,
-    both ways, gives the same bits, fully written, and the strided way writes nothing outside its views."""
+    layout compiled in (``DENSE_OUT``, the rule's lane-per-row plans), others element by element at their strides:
+    every bitonic plan of the rule with DENSE_OUT on (forced where the rule has it off) gives the same bits into dense
+    buffers as into strided views (where it falls back to the strided stores) and as with DENSE_OUT off, fully
+    written, and the strided way writes nothing outside its views."""
     from moe_routing.kernels import launch
     from moe_routing.kernels.launch import tensor_traits
 
@@ -483,8 +485,9 @@ def test_dense_and_strided_stores_give_the_same_bits(experts, topk, groups, topk
     for plan in all_plans(call, **tensor_traits(logits, bias)).values():
         if plan.name == "bitonic" and all(plan != other for other in plans):
             plans.append(plan)
-    assert plans and all(plan.constexprs["DENSE_OUT"] for plan in plans)  # the rule's plans may store dense
+    assert plans and all(plan.constexprs["DENSE_OUT"] == (plan.constexprs["LANES"] == 1) for plan in plans)
     for plan in plans:
+        plan = plan._replace(constexprs={**plan.constexprs, "DENSE_OUT": True})
         dense = poisoned_out(tokens, topk)
         launch(call, logits, bias, *dense, plan=plan)
         weights_store = torch.full((tokens, topk + 7), -1.0, device=DEVICE)

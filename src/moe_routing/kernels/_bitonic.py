@@ -350,7 +350,7 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
         keys = tl.max(keys, axis=3)
     else:
         keys = tl.reshape(keys, keys.shape[:3])
-    keys = _sort_descending(keys)
+    keys = _sort_descending(keys, LANES <= PLACE_LANES)
     if BY_PLACE:
         base = (step * LANES + lane) * (CHUNK * GROUP)  # [LANES]
         keys = keys ^ base[None, :, None].to(tl.uint32)
@@ -360,9 +360,10 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
 # Kernel v23, "keys by place": a step's 32-bit keys formed by the experts' place within the step, so that each key
 # takes one LEA with an immediate (the place is a constant per register), and the step's own part of the index put in
 # once per sorted key (an index below 512 is the step's base, a multiple of the step's span, plus the place, so
-# 511 - index = (511 - place) ^ base): the same order within the step, then the same keys. On tiles of at most
-# PLACE_LANES lanes a row (measured faster there: 2-7% from 16384 tokens, session 24 run 1); on four lanes it measured
-# 6-8% slower at 8192 tokens (run 2), so those tiles keep the index per key.
+# 511 - index = (511 - place) ^ base): the same order within the step, then the same keys. With Batcher's sorts, on
+# tiles of at most PLACE_LANES lanes a row (measured faster there: 2-7% from 16384 tokens, session 24 run 1); on four
+# lanes the keys by place measured 6-8% slower at 8192 tokens (run 2), and with them back the sorts and dense stores
+# still 1-7% slower (run 3), so those tiles keep v22's step.
 PLACE_LANES = tl.constexpr(2)
 
 
@@ -372,16 +373,18 @@ SORT8_LOW = tl.constexpr((1, 3, 5, 7, 2, 3, 6, 7, 2, 6, 4, 5, 6, 7, 4, 5, 2, 4, 
 
 
 @triton.jit
-def _sort_descending(keys):
-    """``keys`` [A, B, N] sorted descending along the last axis: 32-bit keys of N = 8 that each thread holds whole
-    (A x B at least 32 lists: a warp's worth, so the compiler gives each thread whole lists) by Batcher's
-    network (kernel v23: 19 compare-exchanges, each one integer max and one min, against ``tl.topk``'s 24; the
-    columns split and joined again in registers), otherwise by ``tl.topk`` (float64 keys: its compares and selects
-    compiled shorter than float64 max and min; lists spread over threads: its shuffles, where splitting columns
-    moved them between threads)."""
+def _sort_descending(keys, NETWORK: tl.constexpr):
+    """``keys`` [A, B, N] sorted descending along the last axis. With ``NETWORK``, 32-bit keys of N = 8 that each
+    thread holds whole (A x B at least 32 lists: a warp's worth, so the compiler gives each thread whole lists) by
+    Batcher's network (kernel v23: 19 compare-exchanges, each one integer max and one min, against ``tl.topk``'s
+    24; the columns split and joined again in registers); otherwise by ``tl.topk`` (float64 keys: its compares and
+    selects compiled shorter than float64 max and min; lists spread over threads: its shuffles, where splitting
+    columns moved them between threads). The callers take the network where it measured no slower: the streaming
+    steps of tiles of one or two lanes a row, the lane-per-row tail, the rounds' sorts (session 24; the four-lane
+    tiles keep v22's code)."""
     N: tl.constexpr = keys.shape[2]
     IN_THREAD: tl.constexpr = keys.shape[0] * keys.shape[1] >= 32
-    if N == 8 and keys.dtype == tl.uint32 and IN_THREAD:
+    if NETWORK and N == 8 and keys.dtype == tl.uint32 and IN_THREAD:
         column = _last_axis_columns(keys, 8)
         for k in tl.static_range(19):
             high = tl.maximum(column[SORT8_HIGH[k]], column[SORT8_LOW[k]])
@@ -516,7 +519,7 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
         if CHUNK == 8 and GROUP == 4 and ROWS >= 32 and keys.dtype == tl.uint32:
             # (v23) a row's 32 candidates in its thread (a lane per row): the runs sorted by pairs, as four lists of
             # 8 (Batcher's network), merged by halving (``_merge_lanes``): 248 min / max against tl.topk's 312
-            best = _merge_lanes(_sort_descending(tl.reshape(keys, (ROWS, 4, 8))), True)
+            best = _merge_lanes(_sort_descending(tl.reshape(keys, (ROWS, 4, 8)), True), True)
         else:
             best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
         expert, valid = _key_expert(best, KEYS)
@@ -617,7 +620,7 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
     else:
         keys = _keys(x, bias, expert, present, offset, scale, KEYS, True)
     if PER >= 8 and CHUNK == 8 and PER <= 16:  # (v23) sorts of 8 by Batcher's network; 16 keys: two, merged
-        keys = _merge_lanes(_sort_descending(tl.reshape(keys, (32, PER // 8, 8))), True)
+        keys = _merge_lanes(_sort_descending(tl.reshape(keys, (32, PER // 8, 8)), True), True)
     elif PER > CHUNK:  # a thread's top CHUNK: sorts of CHUNK keys and merges (a thread gives at most TOPK picks)
         keys = tl.topk(keys, CHUNK, dim=1)
     elif PER > 1:
@@ -787,10 +790,11 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         choice = _finite_choice(x, _window_choice(x, bias))
         if LANES <= PLACE_LANES:  # keys by the place within the step, the step's index bits after the sort
             place = member[:, None] * GROUP + within[None, :]
-            keys = _sort_descending(tl.max(_window_key(choice, place[None, None], None, offset, scale, False), axis=3))
+            keys = _sort_descending(tl.max(_window_key(choice, place[None, None], None, offset, scale, False), axis=3),
+                                    True)
             keys = keys ^ ((step * LANES + lane) * (CHUNK * GROUP))[None, :, None].to(tl.uint32)
         else:
-            keys = _sort_descending(tl.max(_window_key(choice, expert[None], None, offset, scale, False), axis=3))
+            keys = tl.topk(tl.max(_window_key(choice, expert[None], None, offset, scale, False), axis=3), CHUNK, dim=2)
         lists = lists + (keys,)  # [ROWS, LANES, CHUNK], best first
         # the step's groups' scores where the values lie (no reshape: see _step_group_scores), from the same
         # values as the keys: NaN for a non-finite logit (kernel v12)

@@ -110,7 +110,13 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
                       ROWS=rows, LANES=lanes, CHUNK=chunk, LOG2_CHUNK=log2(chunk), GROUP=group,
                       GROUPS_PER_LOAD=groups_per_load, PREFETCH=prefetch,
-                      WORDS=words, ONE_PASS=one_pass, ROUNDS=rounds, HANDOVER=False, DENSE_OUT=True)
+                      WORDS=words, ONE_PASS=one_pass, ROUNDS=rounds, HANDOVER=False,
+                      # (v23) vector stores into dense outputs on the lane-per-row tiles, where a warp's scalar stores
+                      # touched 32 rows' lines each (session 24, run 1: 256 / 8 at 65536 tokens 20.63 us against
+                      # 21.40 with strided stores, 128 / 8 13.75 against 14.16, grouped 4 of 8 27.01-27.40 against
+                      # 27.80-28.17); on two lanes equal or 0.6% slower, on four up to 3% slower (the values' layout
+                      # conversion before the vectors): those keep the strided stores
+                      DENSE_OUT=lanes == 1)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
