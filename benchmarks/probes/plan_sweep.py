@@ -23,7 +23,8 @@ since session 16, the same with step-ahead loads switched) and the ``--tile`` ti
 ``--softmax``: its flat shapes with softmax scoring and no bias, as Qwen3-MoE and Mixtral route; ``--float32``: with
 float32 logits; ``--topk K``: with that K). ``--warm I/N`` only compiles every N-th arm into Triton's cache;
 ``--jobs N`` runs N such processes first (session 9's scripts ran them from the shell), which turns minutes of
-one-by-one compiling on the GPU machine into one.
+one-by-one compiling on the GPU machine into one. ``--focus`` (session 24) keeps only the rule and the baseline kernel
+on its tile at the target shapes; ``--dense-arm`` adds the rule's bitonic plan with ``DENSE_OUT`` switched (kernel v23).
 """
 
 import argparse

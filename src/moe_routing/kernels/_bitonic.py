@@ -73,6 +73,12 @@ Loads (chosen per tile by launch.py's rule): ``PREFETCH`` (v5) reads each step's
 and the first step's before the bias window; ``WORDS`` (v5, v6) reads aligned 16-bit logits as 64-bit
 words; with both on a lane-per-row tile each thread also reads its step's bias itself (v13, ``_step_bias``).
 They only change when values arrive, never which values are used.
+
+Kernel v23 shortens the tiles of one or two lanes a row without changing a bit of any key: bfloat16 words unpack
+straight to float32, a step's keys are formed by the experts' place in the step and get the step's index bits once
+per sorted key (``PLACE_LANES``), sorts of 8 run Batcher's network (``_sort_descending``), and the lane-per-row tail
+merges its 32 candidates as four sorted lists. Dense outputs are stored with their layout compiled in
+(``DENSE_OUT``, ``_store_outputs``: vector stores) on the lane-per-row tiles.
 """
 
 import torch
@@ -331,7 +337,7 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
                GROUP: tl.constexpr, KEYS: tl.constexpr, WORDS: tl.constexpr, PREFETCH: tl.constexpr):
     """One step of a lane from its logits ``x`` (``_step_load``): CHUNK runs of GROUP experts -> their
     best keys, sorted descending [ROWS, LANES, CHUNK]. Experts of eliminated groups get key 0, below
-    everything, like padding."""
+    everything, like padding. On tiles of at most PLACE_LANES lanes the keys are formed by place (v23)."""
     PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
     expert, present, _ = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
                                        LANES, CHUNK, GROUP)
@@ -727,19 +733,12 @@ def _tile_kept_groups(choice, HAS_BIAS: tl.constexpr, NUM_GROUPS: tl.constexpr, 
 @triton.jit
 def _columns(x, COUNT: tl.constexpr):
     """[N, COUNT] (each thread holding its COUNT values) -> a tuple of COUNT [N] tensors, column by column
-    (register moves: halving by reshape, permute and split)."""
+    (``_last_axis_columns`` of [N, 1, COUNT]: register moves)."""
     N: tl.constexpr = x.shape[0]
-    parts = (x,)
-    for level in tl.static_range(5):
-        if (1 << level) < COUNT:
-            halves = ()
-            for p in tl.static_range(1 << level):
-                first, second = tl.split(tl.permute(tl.reshape(parts[p], (N, 2, COUNT >> (level + 1))), (0, 2, 1)))
-                halves = halves + (first, second)
-            parts = halves
+    wide = _last_axis_columns(tl.reshape(x, (N, 1, COUNT)), COUNT)
     columns = ()
     for c in tl.static_range(COUNT):
-        columns = columns + (tl.reshape(parts[c], (N,)),)
+        columns = columns + (tl.reshape(wide[c], (N,)),)
     return columns
 
 

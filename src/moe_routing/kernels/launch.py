@@ -178,8 +178,8 @@ def _dense(weights_stride: tuple, ids_stride: tuple, weights_ptr: int, ids_ptr: 
 
 
 def with_outputs(plan: Plan, dense: bool) -> Plan:
-    """``plan`` for outputs that are dense (``dense_outputs``) or not. Bitonic plans come with ``DENSE_OUT`` on (the
-    rule's, as a permission); it stays on only where the outputs are dense. A plan with it off (tests, probes) keeps
+    """``plan`` for outputs that are dense (``dense_outputs``) or not. A plan with ``DENSE_OUT`` on (the rule's
+    lane-per-row plans; tests force it on others) keeps it only where the outputs are dense; a plan with it off keeps
     the strided stores on any outputs."""
     if dense or not plan.constexprs.get("DENSE_OUT", False):
         return plan
