@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU session 24, run 1: kernel v23 candidates against v22 (2968fe8's kernel) on the rule's tiles, interleaved, every
+# GPU session 24, run 1 (ran at commit 6315ea5: the v23 candidate, every change on every tile):
+# kernel v23 candidates against v22 (2968fe8's kernel) on the rule's tiles, interleaved, every
 # arm first checked bit for bit against the rule. v23: bfloat16 words unpacked to float32 by one shift or mask; 32-bit
 # keys of whole steps by their place in the step (one LEA with an immediate) and the step's index bits once per
 # sorted key; sorts of 8 keys by Batcher's network (19 compare-exchanges against 24); the lane-per-row tail's 32

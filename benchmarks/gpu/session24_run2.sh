@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU session 24, run 2: where v23 lost time (run 1: the four-lane tiles, 6-8% slower at 8192 tokens for 256 / 384
+# GPU session 24, run 2 (ran at commit 4e48bdf: lane_variants.py's edits match that tree's kernel):
+# where v23 lost time (run 1: the four-lane tiles, 6-8% slower at 8192 tokens for 256 / 384
 # experts and grouped, 2-8% at 16384 for 384 / 512), which of its step changes cost it: v23 (the rule) against v23
 # with Batcher's sort ("net"), the keys by place ("place") or both taken back on tiles of several lanes a row
 # (benchmarks/probes/lane_variants.py), then against v22 from 4096 to 16384 tokens. Prediction: "both" recovers

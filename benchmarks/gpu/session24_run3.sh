@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# GPU session 24, run 3: kernel v23 as shipped (keys by place only on tiles of one or two lanes a row: run 2's 256 / 8
-# at 8192 tokens recovered v22's 6.84 us with them taken back on four lanes), against v22 (2968fe8's kernel) from 4096
-# to 16384 tokens (the four-lane tiles; run 1 measured the other tiles, which run 2's change leaves alone), then the
+# GPU session 24, run 3 (ran at commit 3b2ec1d): kernel v23 with keys by place only on tiles of one or two lanes a
+# row (run 2's 256 / 8 at 8192 tokens recovered v22's 6.84 us with them taken back on four lanes), against v22
+# (2968fe8's kernel) from 4096 to 16384 tokens
+# (the four-lane tiles; run 1 measured the other tiles, which run 2's change leaves alone), then the
 # targets table. Prediction: the four-lane tiles within
 # drift of v22 (8192: 256 / 8 6.8, 384 / 8 7.2, grouped 6.8 us; 16384: 384 / 8 11.0, 512 / 8 12.9), every other row
 # as run 1 (65536 tokens: 256 / 8 20.6, 384 / 8 28.7, grouped 27.0-27.4).

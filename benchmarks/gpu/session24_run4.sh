@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU session 24, run 4: kernel v23 as shipped (run 3's code but the four-lane tiles back on v22's step, and DENSE_OUT
+# GPU session 24, run 4 (ran at commit 863e0a1; the kernel code since differs only in refactors with equal SASS): kernel
+# v23 as shipped (run 3's code but the four-lane tiles back on v22's step, and DENSE_OUT
 # on the lane-per-row tiles only: their SASS equals v22's but for the final stores, and the lane-per-row, two-lane
 # and decode plans equal runs 1 and 3's, each checked by its SASS hash). The census of every class no run has passed
 # (326: the lane-per-row plans with DENSE_OUT are new classes), then the targets table. Prediction: none fails; the

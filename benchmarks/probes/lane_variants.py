@@ -2,7 +2,8 @@
 streaming step cost time on the tiles of several lanes a row). Writes FILE: the tree's kernel with one of v23's step
 changes taken back on tiles of LANES > 1 ("net": Batcher's sort; "place": the keys by their place in the step; "both").
 
-Run: python benchmarks/probes/lane_variants.py {net|place|both} FILE
+Run: python benchmarks/probes/lane_variants.py {net|place|both} FILE    (at commit 4e48bdf, where session 24's run 2
+     used it: its edits match that tree's kernel, and a later tree's kernel fails its first assertion)
 """
 
 import sys

@@ -293,8 +293,6 @@ def main():
             if args.huge or args.focus:  # the rule, and its tile run by the FILE's kernel
                 arms = [arm for arm in arms if arm[0] == "rule" or arm[0].startswith("baseline kernel, rule's tile")
                         or (args.prefetch_arms and arm[0].startswith("rule's tile, prefetch="))]
-                if args.focus:
-                    arms = [arm for arm in arms if "prefetch=" not in arm[0] or args.prefetch_arms]
             rule = arms[0][1]
             if args.dense_arm and rule.name == "bitonic" and "DENSE_OUT" in rule.constexprs:
                 dense = not rule.constexprs["DENSE_OUT"]

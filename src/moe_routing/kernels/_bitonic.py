@@ -312,7 +312,7 @@ def _unpack_words(words, dtype: tl.constexpr):
 
 @triton.jit
 def _all_side_by_side(parts, COUNT: tl.constexpr):
-    """A tuple of COUNT (a power of two, at most 32) tensors [ROWS, LANES, N, 4] -> one [ROWS, LANES, COUNT * N, 4]
+    """A tuple of COUNT (a power of two, at most 32) tensors [ROWS, LANES, N, M] -> one [ROWS, LANES, COUNT * N, M]
     with them in order, joined pairwise by halving (register moves only)."""
     for level in tl.static_range(5):
         if (1 << level) < COUNT:
@@ -325,10 +325,10 @@ def _all_side_by_side(parts, COUNT: tl.constexpr):
 
 @triton.jit
 def _side_by_side(first, second):
-    """[ROWS, LANES, N, 4] twice -> [ROWS, LANES, 2N, 4]: ``second``'s runs after ``first``'s (register moves
+    """[ROWS, LANES, N, M] twice -> [ROWS, LANES, 2N, M]: ``second``'s runs after ``first``'s (register moves
     only)."""
-    both = tl.permute(tl.join(first, second), (0, 1, 4, 2, 3))  # [ROWS, LANES, 2, N, 4]
-    return tl.reshape(both, (first.shape[0], first.shape[1], 2 * first.shape[2], 4))
+    both = tl.permute(tl.join(first, second), (0, 1, 4, 2, 3))  # [ROWS, LANES, 2, N, M]
+    return tl.reshape(both, (first.shape[0], first.shape[1], 2 * first.shape[2], first.shape[3]))
 
 
 @triton.jit
@@ -439,20 +439,14 @@ def _last_axis_columns(x, COUNT: tl.constexpr):
 
 @triton.jit
 def _join_last_axis(columns, COUNT: tl.constexpr):
-    """A tuple of COUNT (a power of two) tensors [A, B] -> one [A, B, COUNT] with column c at c (register moves)."""
+    """A tuple of COUNT (a power of two) tensors [A, B] -> one [A, B, COUNT] with column c at c (register moves:
+    ``_all_side_by_side`` of [A, B, 1, 1] pieces)."""
     A: tl.constexpr = columns[0].shape[0]
     B: tl.constexpr = columns[0].shape[1]
     parts = ()
     for c in tl.static_range(COUNT):
-        parts = parts + (tl.reshape(columns[c], (A, B, 1)),)
-    for level in tl.static_range(5):
-        if (1 << level) < COUNT:
-            joined = ()
-            for pair in tl.static_range(COUNT >> (level + 1)):
-                both = tl.permute(tl.join(parts[2 * pair], parts[2 * pair + 1]), (0, 1, 3, 2))  # [A, B, 2, n]
-                joined = joined + (tl.reshape(both, (A, B, 2 << level)),)
-            parts = joined
-    return parts[0]
+        parts = parts + (tl.reshape(columns[c], (A, B, 1, 1)),)
+    return tl.reshape(_all_side_by_side(parts, COUNT), (A, B, COUNT))
 
 
 @triton.jit
