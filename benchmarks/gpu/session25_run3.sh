@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU session 25, run 3: run 2's ncu profile of the TMA routing arm: 335 cycles a warp between instructions, MIO
+# GPU session 25, run 3 (ran at commit 7c89781's kernel; reverted after it): run 2's ncu profile of the TMA routing arm: 335 cycles a warp between instructions, MIO
 # stalls (short scoreboard, MIO throttle), 33 GB/s; TMA streaming alone ran at copy speed. Suspect: the bias, read per
 # thread at one address (v13) and turned by the loop pipeliner into cp.async (LDGSTS) copies, one per row. Arms at
 # 256 / 8, 65536 tokens: without bias (rule, TMA 2 / 3), with bias (rule, TMA 2 with the bias by TMA).

@@ -1,8 +1,11 @@
 """Session 25 probe: the lane-per-row word tile with its steps read by the tensor memory accelerator (TMA).
 
+Runs at commit 7c89781 only, whose kernel has the ``TMA`` constexpr and the ``logits_desc`` / ``bias_desc`` arguments
+(measured slower and reverted: benchmarks/NOTES.md "Session 25").
+
 Run: python benchmarks/probes/tma_probe.py [--out FILE] [--rounds 3] [--stages 2 3] [--shape E/K/T ...] [--warm-only]
 
-The rule's plan of each shape (and, with ``--force-lane``, the lane-per-row tile for shapes the rule puts on two
+The rule's plan of each shape (and the lane-per-row word tile, forced, for shapes the rule puts on two
 lanes) against the same tile with ``TMA`` = stages (kernel constexpr: each step's [ROWS, CHUNK * GROUP] block of
 logits copied into shared memory by one TMA instruction, ``stages - 1`` steps ahead through Triton's loop
 pipeliner, then read by each row's thread from shared memory). Every TMA arm is first checked bit for bit against

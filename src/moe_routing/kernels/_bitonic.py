@@ -334,15 +334,15 @@ def _side_by_side(first, second):
 @triton.jit
 def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-               GROUP: tl.constexpr, KEYS: tl.constexpr, WORDS: tl.constexpr, PREFETCH: tl.constexpr, step_bias=None):
+               GROUP: tl.constexpr, KEYS: tl.constexpr, WORDS: tl.constexpr, PREFETCH: tl.constexpr):
     """One step of a lane from its logits ``x`` (``_step_load``): CHUNK runs of GROUP experts -> their
     best keys, sorted descending [ROWS, LANES, CHUNK]. Experts of eliminated groups get key 0, below
     everything, like padding. On tiles of at most PLACE_LANES lanes the keys are formed by place (v23)."""
     PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
     expert, present, _ = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
                                        LANES, CHUNK, GROUP)
-    bias = step_bias
-    if bias_ptr is not None and step_bias is None:
+    bias = None
+    if bias_ptr is not None:
         bias = _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS, LANES, CHUNK, GROUP, WORDS,
                           PREFETCH)
     BY_PLACE: tl.constexpr = ((KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS) and LANES <= PLACE_LANES and not PADDED
@@ -453,7 +453,7 @@ def _join_last_axis(columns, COUNT: tl.constexpr):
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
             GROUP: tl.constexpr, KEYS: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-            x_first=None, logits_desc=None, bias_desc=None, TMA: tl.constexpr = 0):
+            x_first=None):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
     the floor [ROWS]. ``x_first``: the first step's logits, when the caller loaded them already."""
@@ -462,21 +462,6 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
     member = tl.arange(0, CHUNK)
     within = tl.arange(0, GROUP)
     row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
-
-    if TMA > 0:  # the steps read by the tensor memory accelerator into shared memory, TMA stages ahead
-        tl.static_assert(LANES == 1 and GROUP == 4 and kept is None and NUM_EXPERTS % (CHUNK * GROUP) == 0)
-        first_row = tl.program_id(0) * ROWS
-        best = tl.zeros((ROWS, LANES, CHUNK), tl.uint32)
-        for step in tl.range(0, STEPS, num_stages=TMA):
-            x = tl.reshape(logits_desc.load([first_row, step * (CHUNK * GROUP)]), (ROWS, LANES, CHUNK, GROUP))
-            bias = None
-            if bias_desc is not None:
-                bias = tl.reshape(bias_desc.load([step * (CHUNK * GROUP)]), (1, LANES, CHUNK, GROUP)).to(tl.float32)
-            best = tl.maximum(tl.bitonic_merge(best),
-                              _step_keys(x.to(tl.float32), bias_ptr, row_ok, lane, member, within, step, offset, scale,
-                                         kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS, True, bias))
-        return _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
-                              NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, False)
 
     # PREFETCH: each step's logits are loaded one step ahead, so that their memory latency overlaps the
     # previous step's keys and merge (in registers; Triton's num_stages pipelining through shared
@@ -1105,9 +1090,6 @@ def bitonic_kernel(
     ROUNDS: tl.constexpr = False,  # one row on one warp, <= 512 experts, 32-bit keys: _select_rounds (v19)
     HANDOVER: tl.constexpr = False,  # ROUNDS: the weights from the scores the rounds hand over (v20)
     DENSE_OUT: tl.constexpr = False,  # outputs [T, K] with strides (K, 1), 16-byte aligned (launch.dense_outputs)
-    TMA: tl.constexpr = 0,  # > 0: the lane-per-row word tile's steps read through logits_desc, TMA stages ahead
-    logits_desc=None,  # TMA: a tensor descriptor of the logits [T, E], blocks [ROWS, CHUNK * GROUP]
-    bias_desc=None,  # TMA: a tensor descriptor of the bias [E], blocks [CHUNK * GROUP] (None without bias)
 ):
     if ROUNDS:  # one row on one warp (kernel v19; v20's stores)
         _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
@@ -1118,8 +1100,7 @@ def bitonic_kernel(
         _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, ROWS,
-                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT,
-                         TMA, logits_desc, bias_desc)
+                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT)
 
 
 @triton.jit
@@ -1130,8 +1111,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr,
                      LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUP: tl.constexpr,
                      GROUPS_PER_LOAD: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr, TMA: tl.constexpr = 0, logits_desc=None,
-                     bias_desc=None):
+                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr):
     """ROWS rows a program, LANES lanes a row: the lanes' lists (module docstring)."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -1147,7 +1127,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
     # selection below depends on the window, and its loads would otherwise wait for it). Both key
     # encodings read the same step when their runs are alike (GROUP = 1).
     x_first = None
-    if PREFETCH and TMA == 0:
+    if PREFETCH:
         x_first = _step_load(logits_ptr + rows64[:, None, None, None] * stride_l_row, row_ok, tl.arange(0, LANES),
                              tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
                              CHUNK, GROUP, WORDS)
@@ -1179,7 +1159,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
             kept_found = kept
             expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
                                              NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, PREFETCH,
-                                             WORDS, x_first, logits_desc, bias_desc, TMA)
+                                             WORDS, x_first)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
                                             kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS,
