@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU session 25, run 4: PREFETCH as a depth (each step's logits read D steps ahead; the kernel of this commit), against
+# GPU session 25, run 4 (ran at commit aee2d1f, whose kernel and plan_sweep.py have the depth; reverted after it): PREFETCH
+# as a depth (each step's logits read D steps ahead), against
 # the rule (one step ahead where it has step-ahead loads) and v23's kernel on the rule's tile (the same code: the
 # same-arm check). Needs v23's kernel module in .ab/ (carried): git show 78b3590:src/moe_routing/kernels/_bitonic.py >
 # .ab/v23_bitonic.py. Counted first (sm_90 SASS here): the lane-per-row tile of 256 / 8 names 72 registers with one step

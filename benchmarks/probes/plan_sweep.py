@@ -25,7 +25,7 @@ float32 logits; ``--topk K``: with that K). ``--warm I/N`` only compiles every N
 ``--jobs N`` runs N such processes first (session 9's scripts ran them from the shell), which turns minutes of
 one-by-one compiling on the GPU machine into one. ``--focus`` (session 24) keeps only the rule and the baseline kernel
 on its tile at the target shapes; ``--dense-arm`` adds the rule's bitonic plan with ``DENSE_OUT`` switched (kernel v23).
-``--prefetch-depth D ...`` (session 25) adds the rule's streaming tile with its steps read D steps ahead.
+``--no-baseline`` (session 25) leaves the baseline kernel's arms out.
 """
 
 import argparse
@@ -232,9 +232,8 @@ def main():
                     "(and --dense-arm's arm)")
     ap.add_argument("--dense-arm", action="store_true", help="with --ab: also the rule's bitonic plan with DENSE_OUT "
                     "switched (kernel v23: vector stores into dense outputs)")
-    ap.add_argument("--prefetch-depth", type=int, nargs="*", default=[], metavar="D",
-                    help="with --ab: also the rule's streaming bitonic tile with each step's logits read D steps ahead "
-                    "(session 25: PREFETCH as a depth; not one-pass or rounds plans, whose loops read one ahead)")
+    ap.add_argument("--no-baseline", action="store_true", help="with --ab: leave out the baseline kernel's arms (a FILE "
+                    "equal to the tree's kernel, when only the tree's arms are compared)")
     ap.add_argument("--tile", action="append", default=[], metavar="SPEC",
                     help='with --ab: also time this tile of the tree\'s kernel, e.g. "L2 R16 W1 G4 words" (tile_arm)')
     ap.add_argument("--warm", metavar="I/N", help="only compile (launch once) every N-th arm from the I-th, into "
@@ -297,17 +296,13 @@ def main():
             if args.huge or args.focus:  # the rule, and its tile run by the FILE's kernel
                 arms = [arm for arm in arms if arm[0] == "rule" or arm[0].startswith("baseline kernel, rule's tile")
                         or (args.prefetch_arms and arm[0].startswith("rule's tile, prefetch="))]
+            if args.no_baseline:
+                arms = [arm for arm in arms if not arm[0].startswith("baseline kernel")]
             rule = arms[0][1]
             if args.dense_arm and rule.name == "bitonic" and "DENSE_OUT" in rule.constexprs:
                 dense = not rule.constexprs["DENSE_OUT"]
                 arms.append((f"rule's tile, dense={int(dense)}", rule._replace(
                     constexprs={**rule.constexprs, "DENSE_OUT": dense}), inputs.bias))
-            c = rule.constexprs
-            if rule.name == "bitonic" and not c["ONE_PASS"] and not c.get("ROUNDS"):
-                for depth in args.prefetch_depth:
-                    if depth != int(c["PREFETCH"]):
-                        arms.append((f"rule's tile, prefetch depth {depth}", rule._replace(
-                            constexprs={**c, "PREFETCH": depth}), inputs.bias))
             for spec in args.tile:
                 plan = tile_arm(call, spec)
                 if plan is None:

@@ -471,18 +471,16 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
                        GROUP, WORDS)
     else:
         x = x_first
-    ahead = ()  # PREFETCH steps loaded ahead, the next first
-    for k in tl.static_range(1, PREFETCH + 1):
-        ahead = ahead + (_step_load(row_base, row_ok, lane, member, within, min(k, STEPS - 1), kept, NUM_EXPERTS,
-                                    GROUP_SIZE, LANES, CHUNK, GROUP, WORDS),)
+    if PREFETCH:
+        x_next = _step_load(row_base, row_ok, lane, member, within, min(1, STEPS - 1), kept, NUM_EXPERTS,
+                            GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
     best = _step_keys(x, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
                       GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS, PREFETCH)
     for step in range(1, STEPS):
         if PREFETCH:
-            x = ahead[0]
-            ahead = _shifted(ahead, _step_load(row_base, row_ok, lane, member, within,
-                                               tl.minimum(step + PREFETCH, STEPS - 1), kept, NUM_EXPERTS, GROUP_SIZE,
-                                               LANES, CHUNK, GROUP, WORDS))
+            x = x_next
+            x_next = _step_load(row_base, row_ok, lane, member, within, tl.minimum(step + 1, STEPS - 1), kept,
+                                NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
         else:
             x = _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
                            CHUNK, GROUP, WORDS)
@@ -494,15 +492,6 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
                                      PREFETCH))
     return _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
                           NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1)
-
-
-@triton.jit
-def _shifted(values, last):
-    """The tuple ``values`` without its first entry, ``last`` appended."""
-    out = ()
-    for k in tl.static_range(1, len(values)):
-        out = out + (values[k],)
-    return out + (last,)
 
 
 @triton.jit

@@ -31,14 +31,15 @@ from ._bitonic import bitonic_kernel
 from ._common import log2
 from ._rounds import rounds_kernel
 
-LATENCY, SMALL, MEDIUM, MEDIUM_3K, LARGE, LARGE_12K, HUGE, HUGE_32K, HUGE_64K = range(9)  # token classes
-CLASS_NAMES = ("latency", "small", "medium", "medium 3k", "large", "large 12k", "huge", "huge 32k",
+LATENCY, SMALL, MEDIUM, MEDIUM_3K, LARGE, LARGE_12K, HUGE, HUGE_32K, HUGE_42K, HUGE_64K = range(10)  # token classes
+CLASS_NAMES = ("latency", "small", "medium", "medium 3k", "large", "large 12k", "huge", "huge 32k", "huge 42k",
                "huge 64k")  # all_plans' keys
 # the first token count of each class after LATENCY; HUGE_32K and HUGE_64K (session 13) split the prefill sizes
 # where a tile's programs stop fitting one wave of the GPU (benchmarks/NOTES.md v11); MEDIUM_3K (session 20) the
 # MEDIUM class where v19's one-row rounds tile stops paying (NOTES.md v19); LARGE_12K (session 23) the LARGE class
-# where step-ahead loads stop paying for some rows (NOTES.md v22)
-TOKEN_CLASS_STARTS = (257, 2048, 3072, 4096, 12288, 16384, 32768, 65536)
+# where step-ahead loads stop paying for some rows (NOTES.md v22); HUGE_42K (session 25) the HUGE_32K class where the
+# programs of the tiles with step-ahead loads stop fitting one wave (NOTES.md v24)
+TOKEN_CLASS_STARTS = (257, 2048, 3072, 4096, 12288, 16384, 32768, 42240, 65536)
 # registers per thread of the grouped one-pass lane-per-row tile from 65536 tokens (NVIDIA): 148 left 12 of its
 # one-warp programs per SM, 128 lets 16 in, one wave of 2048 (v11: 29.5 against 31.9 us; slower below 50688
 # tokens, where 148 fit one wave)
@@ -47,8 +48,8 @@ MAX_BITONIC_TOPK = 32  # lists of up to 32 keys per lane (kernel v9; 16 before)
 
 
 def token_class(tokens: int) -> int:
-    """Token counts that every rule treats alike: <= 256, < 2048, < 3072, < 4096, < 16384, < 32768, < 65536, more
-    (the C++ host path counts the same ``TOKEN_CLASS_STARTS``)."""
+    """Token counts that every rule treats alike: <= 256, < 2048, < 3072, < 4096, < 12288, < 16384, < 32768, < 42240,
+    < 65536, more (the C++ host path counts the same ``TOKEN_CLASS_STARTS``)."""
     return bisect.bisect_right(TOKEN_CLASS_STARTS, tokens)
 
 
@@ -243,7 +244,7 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # one pass (the two-pass stream masks by group)
         c["WORDS"] = True
     if (c["WORDS"] and c["LANES"] == 1 and not call.grouped
-            and ((tclass == HUGE_64K and call.experts > 128) or tclass == HUGE_32K
+            and ((tclass == HUGE_64K and call.experts > 128) or tclass in (HUGE_32K, HUGE_42K)
                  or (tclass == HUGE and c["CHUNK"] == 8))):
         # flat rows on the lane-per-row word tile: step-ahead loads, with which the kernel reads each step's
         # bias per thread (v13, session 16, against v12: at 65536 tokens 160 / 8 15.56 us against 16.19,
@@ -261,6 +262,16 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # (v15: 9.12-12.99 us against 9.64-13.25 at 16384-28672 tokens). Slower or mixed elsewhere: at 32768,
         # with softmax (1%), with lists of 16 keys (3-10%), and for 128 and 192 experts (faster at
         # 16384-20480 tokens, slower at 24576-28672)
+        c["PREFETCH"] = True
+    if (tclass == HUGE_32K and not call.softmax and c["WORDS"] and c["CHUNK"] == 8
+            and ((c["LANES"] == 2 and call.experts > 256) or (c["LANES"] == 1 and c["ONE_PASS"]))):
+        # (v24) 32768-42239 tokens, sigmoid rows with K <= 8 on the two-lane word tile (257-512 experts, flat) and on
+        # the lane-per-row one-pass tile (grouped): step-ahead loads, while their programs fit one wave (registers:
+        # 78 -> 93 a thread on two lanes, 21 programs of 16 rows an SM, 44352 tokens on 132 SMs; 146 -> 187 grouped,
+        # 10 of 32 rows, 42240). Session 25, run 5 (the rule against the same tile with them): 512 / 8 19.36 / 23.08 us
+        # at 32768 / 40960 tokens against 20.30 / 23.72, 384 / 8 16.26 / 19.30 against 16.53 / 19.48; slower from
+        # 49152 (384 / 8 22.41 against 22.19, 57344 28.38 against 27.43); grouped 4 of 8 14.80 against 15.07 at 32768
+        # (run 4). Softmax rows gained 0.5-1.2% (run 5) and are left as they were
         c["PREFETCH"] = True
     if (float32_logits and not call.grouped and call.experts >= 256 and c["LANES"] == 4 and c["CHUNK"] == 8
             and tclass in (LARGE, LARGE_12K, HUGE)):
@@ -356,7 +367,7 @@ def _bitonic_tile(call: RoutingCall, tclass: int) -> Plan:
         # 32768 and 49152: 13.67 and 17.98 against 15.87 and 19.27; at 32768 128 / 8 is equal and grouped
         # slower; equal at 65536), on rows that two lanes read as 64-bit words (as the lane-per-row tile
         # does); else a lane per row, 32 rows on one warp, a group per load
-        two_lanes = (tclass == HUGE or (tclass == HUGE_32K and call.experts > 128 and not call.grouped))
+        two_lanes = (tclass == HUGE or (tclass in (HUGE_32K, HUGE_42K) and call.experts > 128 and not call.grouped))
         if two_lanes and words_ok(call, 2, run) and (not call.grouped or one_pass_ok(call, 2, run)):
             return bitonic_plan(call, 2, 16, 1, run, 1)
         return bitonic_plan(call, 1, 32, 1, run, 1, prefetch)
