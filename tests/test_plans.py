@@ -125,10 +125,10 @@ def test_rules_use_the_bitonic_kernel_where_it_applies():
 
 
 def test_token_classes_are_monotone():
-    counts = (1, 256, 257, 2047, 2048, 3071, 3072, 4095, 4096, 12287, 12288, 16383, 16384, 32767, 32768, 65535,
-              65536, 262144)
+    counts = (1, 256, 257, 2047, 2048, 3071, 3072, 4095, 4096, 12287, 12288, 16383, 16384, 32767, 32768, 42239,
+              42240, 65535, 65536, 262144)
     classes = [token_class(t) for t in counts]
-    assert classes == sorted(classes) and classes[0] == 0 and classes[-1] == 8 and len(set(classes)) == 9
+    assert classes == sorted(classes) and classes[0] == 0 and classes[-1] == 9 and len(set(classes)) == 10
     assert [token_class(t - 1) + 1 for t in TOKEN_CLASS_STARTS] == [token_class(t) for t in TOKEN_CLASS_STARTS]
 
 
@@ -167,6 +167,50 @@ def test_large_12k_class_drops_step_ahead_loads_where_measured():
         for tclass in (LARGE, LARGE_12K):
             weights, ids = poisoned_out(tokens, 8, logits.device)
             launch(call, logits, bias, weights, ids, plan=choose_plan(call, tclass, **tensor_traits(logits, bias)))
+            assert_fully_written(weights, ids)
+            assert verify(weights, ids, logits, 8, correction_bias=bias, routed_scaling_factor=2.5).ok, experts
+            outputs.append((weights, ids))
+        assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
+
+
+def test_huge_42k_class_keeps_step_ahead_loads_below_it_where_measured():
+    """From 32768 to 42239 tokens (HUGE_32K, kernel v24's rule) flat sigmoid rows of 257-512 experts with K <= 8 run the
+    two-lane word tile with step-ahead loads; from 42240 (HUGE_42K) without, as v23's rule ran the whole range.
+    Softmax rows, 256 experts, grouped rows, lists of 16 keys and unaligned rows (no word tile) keep v23's plan in
+    both classes. The plans with them give the same bits as those without (they only change when values arrive) and
+    match float64 (320 and 448 experts: shapes ``test_every_plan_matches_float64`` lacks)."""
+    from moe_routing.kernels import launch
+    from moe_routing.kernels.launch import HUGE_32K, HUGE_42K, choose_plan, tensor_traits
+    from conftest import assert_fully_written, poisoned_out, verify
+
+    def plans(experts, groups=1, kept=1, scoring="sigmoid", topk=8, wide_loads=True):
+        bias = torch.zeros(experts) if scoring == "sigmoid" else None
+        call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), topk, scoring, bias, groups, kept, True, 1.0,
+                          None)
+        return tuple(choose_plan(call, tclass, wide_loads=wide_loads, biased=bias is not None)
+                     for tclass in (HUGE_32K, HUGE_42K))
+
+    for experts in (320, 384, 448, 512):
+        huge_32k, huge_42k = plans(experts)
+        assert huge_32k.constexprs["PREFETCH"] and huge_32k.constexprs["LANES"] == 2, experts
+        assert huge_42k == huge_32k._replace(constexprs={**huge_32k.constexprs, "PREFETCH": False})
+    for case in (dict(experts=384, scoring="softmax"), dict(experts=256), dict(experts=256, groups=8, kept=4),
+                 dict(experts=384, topk=12), dict(experts=384, wide_loads=False)):
+        huge_32k, huge_42k = plans(**case)
+        assert huge_32k == huge_42k and not huge_32k.constexprs["PREFETCH"], case
+    for experts in (320, 448):
+        tokens = 5
+        logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + 32)
+        logits[1, ::7] = float("nan")
+        logits[2] = float("-inf")
+        bias = random_bias(experts, seed=experts + 3).to(DEVICE)
+        call = check_call(logits, 8, "sigmoid", bias, 1, 1, True, 2.5, None)
+        outputs = []
+        for tclass in (HUGE_32K, HUGE_42K):
+            plan = choose_plan(call, tclass, **tensor_traits(logits, bias))
+            assert plan.constexprs["WORDS"] and plan.constexprs["PREFETCH"] == (tclass == HUGE_32K)
+            weights, ids = poisoned_out(tokens, 8, logits.device)
+            launch(call, logits, bias, weights, ids, plan=plan)
             assert_fully_written(weights, ids)
             assert verify(weights, ids, logits, 8, correction_bias=bias, routed_scaling_factor=2.5).ok, experts
             outputs.append((weights, ids))

@@ -37,8 +37,8 @@ CLASS_NAMES = ("latency", "small", "medium", "medium 3k", "large", "large 12k", 
 # the first token count of each class after LATENCY; HUGE_32K and HUGE_64K (session 13) split the prefill sizes
 # where a tile's programs stop fitting one wave of the GPU (benchmarks/NOTES.md v11); MEDIUM_3K (session 20) the
 # MEDIUM class where v19's one-row rounds tile stops paying (NOTES.md v19); LARGE_12K (session 23) the LARGE class
-# where step-ahead loads stop paying for some rows (NOTES.md v22); HUGE_42K (session 25) the HUGE_32K class where the
-# programs of the tiles with step-ahead loads stop fitting one wave (NOTES.md v24)
+# where step-ahead loads stop paying for some rows (NOTES.md v22); HUGE_42K (session 25) the HUGE_32K class where
+# step-ahead loads stop paying on the two-lane word tile (NOTES.md v24)
 TOKEN_CLASS_STARTS = (257, 2048, 3072, 4096, 12288, 16384, 32768, 42240, 65536)
 # registers per thread of the grouped one-pass lane-per-row tile from 65536 tokens (NVIDIA): 148 left 12 of its
 # one-warp programs per SM, 128 lets 16 in, one wave of 2048 (v11: 29.5 against 31.9 us; slower below 50688
@@ -263,15 +263,17 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # with softmax (1%), with lists of 16 keys (3-10%), and for 128 and 192 experts (faster at
         # 16384-20480 tokens, slower at 24576-28672)
         c["PREFETCH"] = True
-    if (tclass == HUGE_32K and not call.softmax and c["WORDS"] and c["CHUNK"] == 8
-            and ((c["LANES"] == 2 and call.experts > 256) or (c["LANES"] == 1 and c["ONE_PASS"]))):
-        # (v24) 32768-42239 tokens, sigmoid rows with K <= 8 on the two-lane word tile (257-512 experts, flat) and on
-        # the lane-per-row one-pass tile (grouped): step-ahead loads, while their programs fit one wave (registers:
-        # 78 -> 93 a thread on two lanes, 21 programs of 16 rows an SM, 44352 tokens on 132 SMs; 146 -> 187 grouped,
-        # 10 of 32 rows, 42240). Session 25, run 5 (the rule against the same tile with them): 512 / 8 19.36 / 23.08 us
-        # at 32768 / 40960 tokens against 20.30 / 23.72, 384 / 8 16.26 / 19.30 against 16.53 / 19.48; slower from
-        # 49152 (384 / 8 22.41 against 22.19, 57344 28.38 against 27.43); grouped 4 of 8 14.80 against 15.07 at 32768
-        # (run 4). Softmax rows gained 0.5-1.2% (run 5) and are left as they were
+    if (tclass == HUGE_32K and not call.grouped and not call.softmax and c["WORDS"] and c["LANES"] == 2
+            and call.experts > 256 and c["CHUNK"] == 8):
+        # (v24) 32768-42239 tokens, flat sigmoid rows of 257-512 experts with K <= 8 on the two-lane word tile:
+        # step-ahead loads, measured faster while the tile's programs fit one wave (with them 78 -> 93 registers a
+        # thread: 21 programs of 16 rows an SM, 44352 tokens on 132 SMs). Session 25, run 6 (the rule against the
+        # same tile without them): 512 / 8 19.32 / 22.37 / 23.26 us at 32768 / 36864 / 42239 tokens against
+        # 20.18 / 23.19 / 23.78, 384 / 8 16.17 / 18.71 / 19.54 against 16.51 / 19.07 / 19.76; still faster at 42240
+        # (19.40 against 19.66, 23.25 against 23.72: the class could reach higher, unmeasured from there to 49152),
+        # slower from 49152 (run 5: 384 / 8 22.41 against 22.19, 57344 28.38 against 27.43, 65535 30.62 against
+        # 28.68). Not for softmax rows (run 5: 0.5-1.2% faster, small), 256 experts (slower: 13.48 against 12.94 at
+        # 32768) or grouped rows (one pass on a lane a row: 14.80 against 15.08 at 32768, 21.85 against 18.91 at 36864)
         c["PREFETCH"] = True
     if (float32_logits and not call.grouped and call.experts >= 256 and c["LANES"] == 4 and c["CHUNK"] == 8
             and tclass in (LARGE, LARGE_12K, HUGE)):
