@@ -810,100 +810,6 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
 
 
 @triton.jit
-def _select_kept_groups(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, NUM_EXPERTS: tl.constexpr,
-                        GROUP_SIZE: tl.constexpr, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr,
-                        TOPK: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
-                        x_first=None):
-    """Grouped routing with window keys on the lane-per-row word tile whose steps are whole groups (kernel v24,
-    ``KEPT_ONLY``): what ``_select_one_pass`` returns, keying only the kept groups' experts.
-
-    A first read of the row forms every group's score from the same float32 ``c`` as ``_select_one_pass``
-    (``_step_group_scores``), with no keys and no lists; the groups are ranked (``_kept_bits``); a second read
-    takes the TOPK_GROUP kept groups, each thread at its own row's groups (per-thread addresses: a lane holds its
-    row), and keys, sorts and merges their experts as the flat stream does. The same keys of the same experts, so
-    the same top CHUNK and the same bits as one pass, with the keys, sorts and merges of the eliminated groups
-    left out and no list of every group held until the ranking (``_select_one_pass`` keeps NUM_GROUPS lists in
-    registers); the kept groups' sigmoids are computed twice.
-    """
-    SPAN: tl.constexpr = CHUNK * GROUP
-    tl.static_assert(GROUP == 4 and GROUP_SIZE == SPAN and NUM_GROUPS * SPAN == NUM_EXPERTS and NUM_GROUPS <= 16)
-    lane = tl.arange(0, 1)
-    member = tl.arange(0, CHUNK)
-    within = tl.arange(0, GROUP)
-    row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
-    # first read: the groups' scores, a group a step, each step's logits read one step ahead
-    if x_first is None:
-        x_first = _step_load(row_base, row_ok, lane, member, within, 0, None, NUM_EXPERTS, GROUP_SIZE, 1, CHUNK,
-                             GROUP, True)
-    x_next = x_first
-    group_scores = tl.full((ROWS, NUM_GROUPS), float("-inf"), tl.float32)
-    for step in range(NUM_GROUPS):
-        x = x_next
-        x_next = _step_load(row_base, row_ok, lane, member, within, tl.minimum(step + 1, NUM_GROUPS - 1), None,
-                            NUM_EXPERTS, GROUP_SIZE, 1, CHUNK, GROUP, True)
-        bias = None
-        if bias_ptr is not None:
-            bias = _step_bias(bias_ptr, row_ok, lane, None, step, None, NUM_EXPERTS, 1, CHUNK, GROUP, True, True)
-        x = x.to(tl.float32)
-        choice = _finite_choice(x, _window_choice(x, bias))
-        score = _step_group_scores(choice, bias is not None, 1)  # [ROWS, 1]
-        group_scores = tl.where(tl.arange(0, NUM_GROUPS)[None, :] == step, score, group_scores)
-    kept = _kept_bits(group_scores, NUM_GROUPS, TOPK_GROUP, NUM_GROUPS)
-    # second read: the kept groups, lowest index first (the j-th lowest set bit of ``kept``, by the float exponent
-    # of its power of two: exact below 2**24)
-    left = kept
-    groups = ()
-    for j in tl.static_range(TOPK_GROUP):
-        lowest = left & -left
-        groups = groups + (((lowest.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 127),)
-        left = left ^ lowest
-    place = member[:, None] * GROUP + within[None, :]  # [CHUNK, GROUP]: keys by place (v23), the group's index bits
-    x_next = _group_words(row_base, row_ok, groups[0], CHUNK)
-    best = tl.zeros((ROWS, 1, CHUNK), tl.uint32)
-    for j in tl.static_range(TOPK_GROUP):
-        x = x_next
-        if j + 1 < TOPK_GROUP:
-            x_next = _group_words(row_base, row_ok, groups[j + 1], CHUNK)
-        bias = None
-        if bias_ptr is not None:
-            bias = _group_bias(bias_ptr, groups[j], CHUNK, GROUP)
-        keys = tl.max(_keys(x, bias, place[None, None], None, offset, scale, WINDOW_KEYS, False), axis=3)
-        keys = _sort_descending(keys, True) ^ (groups[j] * SPAN)[:, None, None].to(tl.uint32)
-        if j == 0:
-            best = keys
-        else:
-            best = tl.maximum(tl.bitonic_merge(best), keys)
-    expert, valid, floored = _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale,
-                                            kept, NUM_EXPERTS, TOPK, ROWS, 1, CHUNK, GROUP, WINDOW_KEYS,
-                                            TOPK_GROUP == 1)
-    return expert, valid, floored, kept
-
-
-@triton.jit
-def _group_words(row_base, row_ok, group, CHUNK: tl.constexpr):
-    """The logits of each row's group ``group`` [ROWS] (a group of CHUNK runs of 4, 16-bit, rows 16-byte aligned) as
-    float32 [ROWS, 1, CHUNK, 4]: ``_step_load``'s word loads at a step of each row's own."""
-    first_word = (group * CHUNK)[:, None, None, None]
-    words_ptr = row_base.to(tl.pointer_type(tl.int64)) + first_word + tl.arange(0, 2)[None, None, None, :]
-    parts = ()
-    for piece in tl.static_range(CHUNK // 2):
-        parts = parts + (_unpack_words(tl.load(words_ptr + 2 * piece, mask=row_ok[:, None, None, None], other=0),
-                                       row_base.dtype.element_ty),)
-    return _all_side_by_side(parts, CHUNK // 2)
-
-
-@triton.jit
-def _group_bias(bias_ptr, group, CHUNK: tl.constexpr, GROUP: tl.constexpr):
-    """The bias of each row's group ``group`` [ROWS] as float32 [ROWS, 1, CHUNK, GROUP], laid out as
-    ``_group_words`` lays out the logits (``_step_bias``' per-thread loads at a step of each row's own)."""
-    first = (group * (CHUNK * GROUP))[:, None, None, None] + tl.arange(0, GROUP)[None, None, None, :]
-    parts = ()
-    for run in tl.static_range(CHUNK):
-        parts = parts + (tl.load(bias_ptr + first + run * GROUP).to(tl.float32),)
-    return _all_side_by_side(parts, CHUNK)
-
-
-@triton.jit
 def _kept_list(keys, kept, step, lane, LANES: tl.constexpr, LANE_SPAN: tl.constexpr, GROUP_SIZE: tl.constexpr):
     """A step's lists ``keys`` [ROWS, LANES, CHUNK], 0 where the lane's experts are in an eliminated group."""
     group = ((step * LANES + lane) * LANE_SPAN) // GROUP_SIZE
@@ -1184,7 +1090,6 @@ def bitonic_kernel(
     ROUNDS: tl.constexpr = False,  # one row on one warp, <= 512 experts, 32-bit keys: _select_rounds (v19)
     HANDOVER: tl.constexpr = False,  # ROUNDS: the weights from the scores the rounds hand over (v20)
     DENSE_OUT: tl.constexpr = False,  # outputs [T, K] with strides (K, 1), 16-byte aligned (launch.dense_outputs)
-    KEPT_ONLY: tl.constexpr = False,  # ONE_PASS on the lane-per-row word tile: key the kept groups only (v24)
 ):
     if ROUNDS:  # one row on one warp (kernel v19; v20's stores)
         _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
@@ -1195,8 +1100,7 @@ def bitonic_kernel(
         _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, ROWS,
-                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT,
-                         KEPT_ONLY)
+                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT)
 
 
 @triton.jit
@@ -1207,7 +1111,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr,
                      LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUP: tl.constexpr,
                      GROUPS_PER_LOAD: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr, KEPT_ONLY: tl.constexpr = False):
+                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr):
     """ROWS rows a program, LANES lanes a row: the lanes' lists (module docstring)."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -1247,12 +1151,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, LOGIT_KEYS, PREFETCH, WORDS, x_exact)
     elif usable:
-        if KEPT_ONLY:
-            tl.static_assert(ONE_PASS and LANES == 1 and WORDS)
-            expert, valid, floored, kept_found = _select_kept_groups(
-                logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, NUM_EXPERTS, GROUP_SIZE,
-                NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, CHUNK, GROUP, x_first)
-        elif ONE_PASS:
+        if ONE_PASS:
             expert, valid, floored, kept_found = _select_one_pass(
                 logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, NUM_EXPERTS, GROUP_SIZE,
                 NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, LANES, CHUNK, GROUP, PREFETCH, WORDS, x_first)
