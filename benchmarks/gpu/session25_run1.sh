@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# GPU session 25, run 1 (ran at commit 7c89781's kernel; reverted after run 3): the TMA probe (benchmarks/probes/tma_probe.py). The lane-per-row word tile with its steps
-# read by TMA into shared memory (Triton's loop pipeliner, 2 or 3 stages), against the rule, bits first.
-# Prediction: if the lane-per-row tile is L1-bound (NOTES v23: ~1790 wavefronts a warp, 1024 of them the steps'
-# loads; TMA: ~2x fewer in the loop), 256 / 8 at 65536 tokens 20.6 -> 17.5-19 us; 128 / 8 13.75 -> 12-13.
+# GPU session 25, run 1 (ran at commit 7c89781's kernel; reverted after run 3): the TMA probe
+# (benchmarks/probes/tma_probe.py). The lane-per-row word tile with its steps read by TMA into shared memory (Triton's
+# loop pipeliner, 2 or 3 stages), against the rule, bits first. Prediction: if the lane-per-row tile is L1-bound (NOTES
+# v23: ~1790 wavefronts a warp, 1024 of them the steps' loads; TMA: ~2x fewer in the loop), 256 / 8 at 65536 tokens 20.6
+# -> 17.5-19 us; 128 / 8 13.75 -> 12-13.
 set -o pipefail
 source benchmarks/gpu/setup.sh
 date +%T
