@@ -138,9 +138,7 @@ def test_large_12k_class_drops_step_ahead_loads_where_measured():
     keep the LARGE class's plan. The plans without them give the same bits as
     those with (they only change when values arrive), and match float64 (224 and 512 experts: shapes
     ``test_every_plan_matches_float64`` lacks)."""
-    from moe_routing.kernels import launch
-    from moe_routing.kernels.launch import LARGE, LARGE_12K, choose_plan, tensor_traits
-    from conftest import assert_fully_written, poisoned_out, verify
+    from moe_routing.kernels.launch import LARGE, LARGE_12K, choose_plan
 
     def plans(experts, groups=1, kept=1, scoring="sigmoid"):
         bias = torch.zeros(experts) if scoring == "sigmoid" else None
@@ -157,20 +155,34 @@ def test_large_12k_class_drops_step_ahead_loads_where_measured():
         large, large_12k = plans(experts, scoring=scoring)
         assert large_12k == large and large.constexprs["PREFETCH"], (experts, scoring)
     for experts in (224, 512):
-        tokens = 5
-        logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + 12)
-        logits[1, ::7] = float("nan")
-        logits[2] = float("-inf")
-        bias = random_bias(experts, seed=experts + 1).to(DEVICE)
-        call = check_call(logits, 8, "sigmoid", bias, 1, 1, True, 2.5, None)
-        outputs = []
-        for tclass in (LARGE, LARGE_12K):
-            weights, ids = poisoned_out(tokens, 8, logits.device)
-            launch(call, logits, bias, weights, ids, plan=choose_plan(call, tclass, **tensor_traits(logits, bias)))
-            assert_fully_written(weights, ids)
-            assert verify(weights, ids, logits, 8, correction_bias=bias, routed_scaling_factor=2.5).ok, experts
-            outputs.append((weights, ids))
-        assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
+        _class_plans_agree(experts, (LARGE, LARGE_12K), experts + 12, experts + 1)
+
+
+def _class_plans_agree(experts, tclasses, seed, bias_seed):
+    """Route 5 rows (a NaN row, an -inf row) of sigmoid routing with a bias over ``experts`` experts, K = 8, with each
+    token class's plan forced: every plan fully writes its outputs and matches float64, and all give the same bits.
+    Returns the plans."""
+    from moe_routing.kernels import launch
+    from moe_routing.kernels.launch import choose_plan, tensor_traits
+    from conftest import assert_fully_written, poisoned_out, verify
+
+    tokens = 5
+    logits = random_logits(tokens, experts, torch.bfloat16, seed=seed)
+    logits[1, ::7] = float("nan")
+    logits[2] = float("-inf")
+    bias = random_bias(experts, seed=bias_seed).to(DEVICE)
+    call = check_call(logits, 8, "sigmoid", bias, 1, 1, True, 2.5, None)
+    plans, outputs = [], []
+    for tclass in tclasses:
+        plans.append(choose_plan(call, tclass, **tensor_traits(logits, bias)))
+        weights, ids = poisoned_out(tokens, 8, logits.device)
+        launch(call, logits, bias, weights, ids, plan=plans[-1])
+        assert_fully_written(weights, ids)
+        assert verify(weights, ids, logits, 8, correction_bias=bias, routed_scaling_factor=2.5).ok, (experts, tclass)
+        outputs.append((weights, ids))
+    for weights, ids in outputs[1:]:
+        assert torch.equal(weights, outputs[0][0]) and torch.equal(ids, outputs[0][1])
+    return plans
 
 
 def test_huge_42k_class_keeps_step_ahead_loads_below_it_where_measured():
@@ -179,9 +191,7 @@ def test_huge_42k_class_keeps_step_ahead_loads_below_it_where_measured():
     Softmax rows, 256 experts, grouped rows, lists of 16 keys and unaligned rows (no word tile) keep v23's plan in
     both classes. The plans with them give the same bits as those without (they only change when values arrive) and
     match float64 (320 and 448 experts: shapes ``test_every_plan_matches_float64`` lacks)."""
-    from moe_routing.kernels import launch
-    from moe_routing.kernels.launch import HUGE_32K, HUGE_42K, choose_plan, tensor_traits
-    from conftest import assert_fully_written, poisoned_out, verify
+    from moe_routing.kernels.launch import HUGE_32K, HUGE_42K, choose_plan
 
     def plans(experts, groups=1, kept=1, scoring="sigmoid", topk=8, wide_loads=True):
         bias = torch.zeros(experts) if scoring == "sigmoid" else None
@@ -199,22 +209,8 @@ def test_huge_42k_class_keeps_step_ahead_loads_below_it_where_measured():
         huge_32k, huge_42k = plans(**case)
         assert huge_32k == huge_42k and not huge_32k.constexprs["PREFETCH"], case
     for experts in (320, 448):
-        tokens = 5
-        logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + 32)
-        logits[1, ::7] = float("nan")
-        logits[2] = float("-inf")
-        bias = random_bias(experts, seed=experts + 3).to(DEVICE)
-        call = check_call(logits, 8, "sigmoid", bias, 1, 1, True, 2.5, None)
-        outputs = []
-        for tclass in (HUGE_32K, HUGE_42K):
-            plan = choose_plan(call, tclass, **tensor_traits(logits, bias))
-            assert plan.constexprs["WORDS"] and plan.constexprs["PREFETCH"] == (tclass == HUGE_32K)
-            weights, ids = poisoned_out(tokens, 8, logits.device)
-            launch(call, logits, bias, weights, ids, plan=plan)
-            assert_fully_written(weights, ids)
-            assert verify(weights, ids, logits, 8, correction_bias=bias, routed_scaling_factor=2.5).ok, experts
-            outputs.append((weights, ids))
-        assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
+        huge_32k, huge_42k = _class_plans_agree(experts, (HUGE_32K, HUGE_42K), experts + 32, experts + 3)
+        assert huge_32k.constexprs["WORDS"] and huge_32k.constexprs["PREFETCH"] and not huge_42k.constexprs["PREFETCH"]
 
 
 @pytest.mark.parametrize("experts", [256, 384])
