@@ -138,17 +138,13 @@ def test_large_12k_class_drops_step_ahead_loads_where_measured():
     keep the LARGE class's plan. The plans without them give the same bits as
     those with (they only change when values arrive), and match float64 (224 and 512 experts: shapes
     ``test_every_plan_matches_float64`` lacks)."""
-    from moe_routing.kernels.launch import LARGE, LARGE_12K, choose_plan
+    from moe_routing.kernels.launch import LARGE, LARGE_12K
 
-    def plans(experts, groups=1, kept=1, scoring="sigmoid"):
-        bias = torch.zeros(experts) if scoring == "sigmoid" else None
-        call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), 8, scoring, bias, groups, kept, True, 1.0,
-                          None)
-        return tuple(choose_plan(call, tclass, wide_loads=True, biased=bias is not None)
-                     for tclass in (LARGE, LARGE_12K))
+    def plans(experts, **shape):
+        return _class_plans((LARGE, LARGE_12K), experts, **shape)
 
     for experts, groups, kept in ((224, 1, 1), (256, 1, 1), (512, 1, 1), (256, 8, 4)):
-        large, large_12k = plans(experts, groups, kept)
+        large, large_12k = plans(experts, groups=groups, kept=kept)
         assert large.constexprs["PREFETCH"] and not large_12k.constexprs["PREFETCH"], (experts, groups)
         assert large_12k == large._replace(constexprs={**large.constexprs, "PREFETCH": False})
     for experts, scoring in ((128, "sigmoid"), (384, "sigmoid"), (256, "softmax")):
@@ -156,6 +152,16 @@ def test_large_12k_class_drops_step_ahead_loads_where_measured():
         assert large_12k == large and large.constexprs["PREFETCH"], (experts, scoring)
     for experts in (224, 512):
         _class_plans_agree(experts, (LARGE, LARGE_12K), experts + 12, experts + 1)
+
+
+def _class_plans(tclasses, experts, groups=1, kept=1, scoring="sigmoid", topk=8, wide_loads=True):
+    """The rule's plans, one a token class of ``tclasses``, for bf16 rows of ``experts`` experts (a bias with sigmoid
+    scoring; ``wide_loads``: aligned rows)."""
+    from moe_routing.kernels.launch import choose_plan
+
+    bias = torch.zeros(experts) if scoring == "sigmoid" else None
+    call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), topk, scoring, bias, groups, kept, True, 1.0, None)
+    return tuple(choose_plan(call, tclass, wide_loads=wide_loads, biased=bias is not None) for tclass in tclasses)
 
 
 def _class_plans_agree(experts, tclasses, seed, bias_seed):
@@ -191,14 +197,10 @@ def test_huge_42k_class_keeps_step_ahead_loads_below_it_where_measured():
     Softmax rows, 256 experts, grouped rows, lists of 16 keys and unaligned rows (no word tile) keep v23's plan in
     both classes. The plans with them give the same bits as those without (they only change when values arrive) and
     match float64 (320 and 448 experts: shapes ``test_every_plan_matches_float64`` lacks)."""
-    from moe_routing.kernels.launch import HUGE_32K, HUGE_42K, choose_plan
+    from moe_routing.kernels.launch import HUGE_32K, HUGE_42K
 
-    def plans(experts, groups=1, kept=1, scoring="sigmoid", topk=8, wide_loads=True):
-        bias = torch.zeros(experts) if scoring == "sigmoid" else None
-        call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), topk, scoring, bias, groups, kept, True, 1.0,
-                          None)
-        return tuple(choose_plan(call, tclass, wide_loads=wide_loads, biased=bias is not None)
-                     for tclass in (HUGE_32K, HUGE_42K))
+    def plans(experts, **shape):
+        return _class_plans((HUGE_32K, HUGE_42K), experts, **shape)
 
     for experts in (320, 384, 448, 512):
         huge_32k, huge_42k = plans(experts)
