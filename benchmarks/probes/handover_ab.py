@@ -1,7 +1,7 @@
 """Session 26 probe: the streaming tiles' weights from the picks' logits handed over by the tail (kernel v25's
 ``HANDOVER`` on a bitonic plan that is not a rounds plan) against the rule's plan, which re-reads them.
 
-Run: python benchmarks/probes/handover_ab.py [--shape SPEC ...] [--rounds 3] [--variant NAME=FILE ...]
+Run: python benchmarks/probes/handover_ab.py [--shape SPEC ...] [--rounds 3] [--variant NAME=FILE ...] [--jobs N]
 
 SPEC is E/K/T, E/K/T/G/KEPT (grouped) or E/K/T/softmax (no bias). Arms, on the rule's plan of the shape (aligned
 bf16 logits, fp32 bias, renormalised, dense outputs, as ``moe-routing bench`` calls it):
@@ -14,6 +14,8 @@ is reported and not timed. Interleaved rounds; each line gives the median of the
 
 import argparse
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -43,7 +45,16 @@ def main():
     ap.add_argument("--shape", nargs="*", default=SHAPES)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=FILE")
+    ap.add_argument("--jobs", type=int, default=1, help="first compile every arm in this many processes (shapes split)")
+    ap.add_argument("--warm-only", action="store_true", help="launch every arm once (compile into Triton's cache)")
     args = ap.parse_args()
+    if args.jobs > 1:
+        variant_args = [a for item in args.variant for a in ("--variant", item)]
+        workers = [subprocess.Popen([sys.executable, __file__, "--warm-only", *variant_args, "--shape",
+                                     *args.shape[i::args.jobs]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   for i in range(args.jobs) if args.shape[i::args.jobs]]
+        for worker in workers:
+            worker.wait()
     variants = {}
     for item in args.variant:
         name, path = item.split("=", 1)
@@ -70,6 +81,8 @@ def main():
                 expected = got
             elif not (torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])):
                 print(f"{spec} {name}: DIFFERS from the rule, not timed", flush=True)
+                continue
+            if args.warm_only:
                 continue
             arms[name] = (lambda i, plan=plan: launch(call, inputs.logits[i], inputs.bias, inputs.weights, inputs.ids,
                                                       plan=plan))
