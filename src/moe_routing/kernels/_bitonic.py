@@ -453,7 +453,7 @@ def _join_last_axis(columns, COUNT: tl.constexpr):
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
             GROUP: tl.constexpr, KEYS: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-            x_first=None, HANDOVER: tl.constexpr = False):
+            x_first=None):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
     the floor [ROWS]. ``x_first``: the first step's logits, when the caller loaded them already."""
@@ -491,21 +491,18 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
                                      NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS,
                                      PREFETCH))
     return _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
-                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1, HANDOVER)
+                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1)
 
 
 @triton.jit
 def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
                    NUM_EXPERTS: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
-                   CHUNK: tl.constexpr, GROUP: tl.constexpr, KEYS: tl.constexpr, SORTED: tl.constexpr,
-                   HANDOVER: tl.constexpr = False):
+                   CHUNK: tl.constexpr, GROUP: tl.constexpr, KEYS: tl.constexpr, SORTED: tl.constexpr):
     """From the lanes' lists ``best`` [ROWS, LANES, CHUNK] (0 for eliminated groups' runs; sorted
     descending when ``SORTED``, else bitonic): the lanes merged, the top runs' experts selected exactly;
     returns what ``_select`` does."""
     best = _merge_lanes(best, SORTED)
     expert, valid = _key_expert(best, KEYS)
-    picked = tl.zeros((ROWS, CHUNK), tl.float32)  # (a placeholder where nothing is handed over)
-    tl.static_assert(not HANDOVER or (GROUP > 1 and KEYS != EXACT_KEYS and KEYS != LOGIT_KEYS))
     if GROUP > 1:
         # the experts of the top CHUNK runs, selected exactly (key 0: an eliminated group's run, not read)
         first = (expert // GROUP) * GROUP
@@ -525,27 +522,9 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
             best = _merge_lanes(_sort_descending(tl.reshape(keys, (ROWS, 4, 8)), True), True)
         else:
             best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
-        if HANDOVER:
-            picked = _picked_logits(keys, x, best)
         expert, valid = _key_expert(best, KEYS)
     floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
-    return expert, valid, floored, picked
-
-
-@triton.jit
-def _picked_logits(keys, x, best):
-    """The float32 logits [ROWS, CHUNK] of the picks ``best`` [ROWS, CHUNK] among a row's candidates, whose keys
-    ``keys`` and raw logits ``x`` [ROWS, RUNS, GROUP] lie in the row's thread (kernel v25): the candidate whose key
-    equals the pick's (keys name their expert, so at most one existing candidate matches; a pick of key 0, padding,
-    gets some candidate's 0 and is not valid), by selects, instead of re-reading the picks' logits."""
-    ROWS: tl.constexpr = keys.shape[0]
-    COUNT: tl.constexpr = keys.shape[1] * keys.shape[2]
-    key_columns = _last_axis_columns(tl.reshape(keys, (ROWS, 1, COUNT)), COUNT)
-    x_columns = _last_axis_columns(tl.reshape(x.to(tl.float32), (ROWS, 1, COUNT)), COUNT)
-    picked = tl.zeros(best.shape, tl.float32)
-    for i in tl.static_range(COUNT):
-        picked = tl.where(best == key_columns[i], x_columns[i], picked)
-    return picked
+    return expert, valid, floored
 
 
 @triton.jit
@@ -761,7 +740,7 @@ def _columns(x, COUNT: tl.constexpr):
 def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, NUM_EXPERTS: tl.constexpr,
                      GROUP_SIZE: tl.constexpr, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr,
                      ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
-                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, x_first=None, HANDOVER: tl.constexpr = False):
+                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, x_first=None):
     """Grouped routing with window keys in one read of the row (kernel v6): what ``_select`` returns, and
     the kept groups' bits.
 
@@ -825,10 +804,9 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
     for step in tl.static_range(1, STEPS):
         best = tl.maximum(tl.bitonic_merge(best), _kept_list(lists[step], kept, step, lane, LANES, CHUNK * GROUP,
                                                              GROUP_SIZE))
-    expert, valid, floored, picked = _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
-                                                    scale, kept, NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP,
-                                                    WINDOW_KEYS, STEPS == 1, HANDOVER)
-    return expert, valid, floored, kept, picked
+    expert, valid, floored = _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale,
+                                            kept, NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, STEPS == 1)
+    return expert, valid, floored, kept
 
 
 @triton.jit
@@ -1122,8 +1100,7 @@ def bitonic_kernel(
         _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, ROWS,
-                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT,
-                         HANDOVER)
+                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT)
 
 
 @triton.jit
@@ -1134,7 +1111,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr,
                      LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUP: tl.constexpr,
                      GROUPS_PER_LOAD: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr, HANDOVER: tl.constexpr):
+                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr):
     """ROWS rows a program, LANES lanes a row: the lanes' lists (module docstring)."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -1164,74 +1141,55 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
     offset, steps, usable = 0.0, 1.0, False
     if NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
-    # HANDOVER (kernel v25): the picks' logits come from the tail's candidates in registers (``_picked_logits``)
-    # instead of a re-read; rows whose picks the exact keys made get theirs re-read (``_chosen_logits``)
-    picked = tl.zeros((ROWS, CHUNK), tl.float32)
     if BY_LOGIT:
         tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS)
         if LOGIT16:
-            expert, valid, _, picked = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None,
-                                               NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS,
-                                               PREFETCH, WORDS, x_first, HANDOVER)
+            expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
+                                       GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS, PREFETCH, WORDS,
+                                       x_first)
         else:
-            tl.static_assert(not HANDOVER)
-            expert, valid, _, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
-                                          GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, LOGIT_KEYS, PREFETCH, WORDS, x_exact)
+            expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
+                                       GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, LOGIT_KEYS, PREFETCH, WORDS, x_exact)
     elif usable:
         if ONE_PASS:
-            expert, valid, floored, kept_found, picked = _select_one_pass(
+            expert, valid, floored, kept_found = _select_one_pass(
                 logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, NUM_EXPERTS, GROUP_SIZE,
-                NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, LANES, CHUNK, GROUP, PREFETCH, WORDS, x_first, HANDOVER)
+                NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, LANES, CHUNK, GROUP, PREFETCH, WORDS, x_first)
         else:
             kept_found = kept
-            expert, valid, floored, picked = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps,
-                                                     kept, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP,
-                                                     WINDOW_KEYS, PREFETCH, WORDS, x_first, HANDOVER)
+            expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
+                                             NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, PREFETCH,
+                                             WORDS, x_first)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
-            exact, exact_valid, _, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
-                                               kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1,
-                                               EXACT_KEYS, PREFETCH, WORDS, x_exact)
+            exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
+                                            kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS,
+                                            PREFETCH, WORDS, x_exact)
             expert = tl.where(floored[:, None], exact, expert)
             valid = tl.where(floored[:, None], exact_valid, valid)
-            if HANDOVER:
-                picked = tl.where(floored[:, None], _chosen_logits(logits_ptr, rows64, row_ok, stride_l_row, expert,
-                                                                   valid, TOPK, CHUNK), picked)
     else:
         kept_stage = kept
         if ONE_PASS:  # the window is unusable: the group stage, then the exact stream
             kept_stage = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
                                           TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
-        expert, valid, _, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept_stage,
-                                      NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
-                                      WORDS, x_exact)
-        if HANDOVER:
-            picked = _chosen_logits(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, TOPK, CHUNK)
+        expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept_stage,
+                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
+                                   WORDS, x_exact)
 
     _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
                stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, ROWS, CHUNK,
-               LOG2_CHUNK, DENSE_OUT, picked if HANDOVER else None)
-
-
-@triton.jit
-def _chosen_logits(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, TOPK: tl.constexpr, CHUNK: tl.constexpr):
-    """The chosen experts' logits [ROWS, CHUNK] in float32, re-read (cache hits); 0 where not chosen or invalid."""
-    mask = row_ok[:, None] & (tl.arange(0, CHUNK) < TOPK)[None, :] & valid
-    return tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=mask, other=0.0).to(tl.float32)
+               LOG2_CHUNK, DENSE_OUT)
 
 
 @triton.jit
 def _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
                stride_w_col, stride_i_row, stride_i_col, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr,
                RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
-               LOG2_CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr, picked=None):
+               LOG2_CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
     """The rows' weights and ids from the chosen experts [ROWS, CHUNK]: the unbiased scores of the chosen
-    (their logits ``picked`` where handed over, else re-read: cache hits), renormalised, scaled, stored."""
+    (their logits re-read: cache hits), renormalised, scaled, stored."""
     slot = tl.arange(0, CHUNK)
     out_mask = row_ok[:, None] & (slot < TOPK)[None, :]
-    if picked is None:
-        x = _chosen_logits(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, TOPK, CHUNK)
-    else:
-        x = picked
+    x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=out_mask & valid, other=0.0)
     if SOFTMAX:  # exp(x - max) of the chosen, over the row's sum of them (which renormalising cancels)
         x = tl.where(out_mask & valid, x.to(tl.float32), float("-inf"))
         top = tl.max(x, axis=1)  # the best chosen logit: the row's largest valid one
@@ -1399,7 +1357,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                         kept_stage = _kept_group_bits(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, NUM_GROUPS,
                                                       GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE,
                                                       GROUPS_PER_LOAD, 1, PREFETCH)
-                chosen, valid, _, _ = _select(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, 0.0, 1.0, kept_stage,
+                chosen, valid, _ = _select(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, 0.0, 1.0, kept_stage,
                                            NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
                                            WORDS)
             _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, stride_w_row,
