@@ -64,6 +64,34 @@ def test_float32_rows_every_plan():
     assert_plans_agree(results)
 
 
+@pytest.mark.parametrize("experts,groups,topk_group", [(256, 1, 1), (160, 1, 1), (384, 1, 1), (256, 8, 4)], ids=str)
+def test_infinite_logits_among_finite_ones_on_every_plan(experts, groups, topk_group):
+    """Kernel v25's streams of runs key infinite logits as if finite (c = 1 + b for +inf, b for -inf) and leave them to
+    the tail, which redoes a row with exact keys when one of its top runs' experts is not finite. Rows where that
+    matters: a lone +inf (its fake key is the row's largest, so its run is always a top run), several +inf, a -inf
+    with a large bias (its fake c = b tops the row), +inf and NaN together, an +inf row, and rows without any. Every
+    plan must fully write, match float64 (the infinite experts are invalid: never picked while valid ones remain)
+    and give the same bits."""
+    tokens = 67 if ON_GPU else 9
+    logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + 11)
+    bias = random_bias(experts, seed=experts + 12)
+    bias[37] = 2.9  # expert 37: the largest bias, so a -inf logit there keys above every finite one
+    logits[0, 5] = float("inf")
+    logits[1, [3, 90, experts - 1]] = float("inf")
+    logits[2, 37] = float("-inf")
+    logits[3, 37] = float("-inf")
+    logits[3, 100] = float("inf")
+    logits[4, 1] = float("inf")
+    logits[4, ::9] = float("nan")
+    logits[5] = float("inf")
+    logits[6, 64:96] = float("-inf")
+    results = route_every_plan(logits, 8, correction_bias=bias, num_expert_group=groups, topk_group=topk_group,
+                               routed_scaling_factor=2.5)
+    assert_plans_agree(results)
+    _, _, ids = next(iter(results.values()))
+    assert not (ids[0] == 5).any() and not (ids[2] == 37).any() and not (ids[3] == 37).any()
+
+
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no bias"])
 def test_many_groups_with_tied_scores_on_every_plan(with_bias):
     """64 groups of 4 with 8 kept (kernels v17-v18 keep groups in rounds on tiles of several rows from 32

@@ -156,7 +156,10 @@ def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constex
     # only when every bias entry is finite
     # q = round(c * scale + offset), one rounding: the offset's own rounding shifts every key alike
     y = tl.fma(finite_choice, scale, offset)
-    y = tl.where(y > Q_FLOOR, y, Q_FLOOR)  # one max (NaN -> floor)
+    if PTX_SIGMOID:  # one max (NaN -> floor: the non-NaN operand); the interpreter's max would pass a NaN on
+        y = tl.maximum(y, Q_FLOOR)
+    else:
+        y = tl.where(y > Q_FLOOR, y, Q_FLOOR)
     key = (y.to(tl.uint32, bitcast=True) << INDEX_BITS) | (expert ^ INDEX_MASK).to(tl.uint32)
     if PADDED:
         key = tl.where(exists, key, 0).to(tl.uint32)
@@ -164,8 +167,12 @@ def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constex
 
 
 @triton.jit
-def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl.constexpr):
-    """Keys of experts ``expert`` (any shape) from their raw logits ``x`` and bias (None without)."""
+def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl.constexpr,
+          FINITE: tl.constexpr = True):
+    """Keys of experts ``expert`` (any shape) from their raw logits ``x`` and bias (None without). Window keys with
+    ``FINITE`` off (kernel v25: a stream whose tail checks its candidates, ``_finish_select``) skip the check that puts
+    an infinite logit on the floor: such an expert's key is then that of c = b (x = -inf) or 1 + b (+inf), at or above
+    its floor key; a NaN logit reaches the floor either way."""
     if KEYS == LOGIT16_KEYS:  # softmax ranks as its logits do: their own 16 bits, made order-preserving
         if x.dtype == tl.float32:  # bfloat16 logits unpacked from words (``_unpack_words``): the top half
             bits = (x.to(tl.int32, bitcast=True) >> 16) & 0xFFFF
@@ -180,7 +187,10 @@ def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl
         return key
     elif KEYS == WINDOW_KEYS:
         x = x.to(tl.float32)
-        return _window_key(_finite_choice(x, _window_choice(x, bias)), expert, exists, offset, scale, PADDED)
+        choice = _window_choice(x, bias)
+        if FINITE:
+            choice = _finite_choice(x, choice)
+        return _window_key(choice, expert, exists, offset, scale, PADDED)
     else:
         x = x.to(tl.float32)
         valid = tl.abs(x) < float("inf")
@@ -233,6 +243,14 @@ def _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.cons
 
 
 @triton.jit
+def _read_rows(rows64, row_ok):
+    """The rows a tile's step loads read: its rows, and row 0 for those past the batch (kernel v25), so that the word
+    loads need no mask (a masked load zeroes its registers first: 8 instructions a step of the lane-per-row tile);
+    what those rows compute is never stored."""
+    return tl.where(row_ok, rows64, 0)
+
+
+@triton.jit
 def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr,
                GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
                WORDS: tl.constexpr):
@@ -252,8 +270,7 @@ def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: 
                      + tl.arange(0, 2)[None, None, None, :])
         parts = ()
         for piece in tl.static_range(PIECES):
-            parts = parts + (_unpack_words(tl.load(words_ptr + 2 * piece, mask=row_ok[:, None, None, None], other=0),
-                                           row_base.dtype.element_ty),)
+            parts = parts + (_unpack_words(tl.load(words_ptr + 2 * piece), row_base.dtype.element_ty),)
         x = _all_side_by_side(parts, PIECES)  # [ROWS, LANES, 2, 4] each -> [ROWS, LANES, CHUNK, 4]
     else:  # (a constexpr branch: bfloat16 words unpack to float32, other loads keep the logits' dtype)
         expert, present, read = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
@@ -347,11 +364,12 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
                           PREFETCH)
     BY_PLACE: tl.constexpr = ((KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS) and LANES <= PLACE_LANES and not PADDED
                               and kept is None)  # keys by place (PLACE_LANES)
+    FINITE: tl.constexpr = GROUP == 1  # runs: the tail checks its candidates (``_finish_select``, v25)
     if BY_PLACE:
         place = member[:, None] * GROUP + within[None, :]  # [CHUNK, GROUP]
-        keys = _keys(x, bias, place[None, None], present, offset, scale, KEYS, False)
+        keys = _keys(x, bias, place[None, None], present, offset, scale, KEYS, False, FINITE)
     else:
-        keys = _keys(x, bias, expert[None], present, offset, scale, KEYS, PADDED or kept is not None)
+        keys = _keys(x, bias, expert[None], present, offset, scale, KEYS, PADDED or kept is not None, FINITE)
     if GROUP > 1:
         keys = tl.max(keys, axis=3)
     else:
@@ -461,7 +479,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
     lane = tl.arange(0, LANES)
     member = tl.arange(0, CHUNK)
     within = tl.arange(0, GROUP)
-    row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
+    row_base = logits_ptr + _read_rows(rows64, row_ok)[:, None, None, None] * stride_l_row
 
     # PREFETCH: each step's logits are loaded one step ahead, so that their memory latency overlaps the
     # previous step's keys and merge (in registers; Triton's num_stages pipelining through shared
@@ -491,16 +509,25 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
                                      NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS,
                                      PREFETCH))
     return _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
-                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1)
+                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1, KEYS == WINDOW_KEYS)
 
 
 @triton.jit
 def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
                    NUM_EXPERTS: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
-                   CHUNK: tl.constexpr, GROUP: tl.constexpr, KEYS: tl.constexpr, SORTED: tl.constexpr):
+                   CHUNK: tl.constexpr, GROUP: tl.constexpr, KEYS: tl.constexpr, SORTED: tl.constexpr,
+                   STREAM_UNCHECKED: tl.constexpr = False):
     """From the lanes' lists ``best`` [ROWS, LANES, CHUNK] (0 for eliminated groups' runs; sorted
     descending when ``SORTED``, else bitonic): the lanes merged, the top runs' experts selected exactly;
-    returns what ``_select`` does."""
+    returns what ``_select`` does.
+
+    ``STREAM_UNCHECKED`` (kernel v25; window keys with runs): the stream's keys skipped the finite check
+    (``_keys``), so an infinite logit's key was at or above its true key (the floor). A run's best key can then only
+    be too high, and only where the run holds an infinite logit: if none of the top CHUNK runs' experts is
+    non-finite, those runs are the true top CHUNK runs, and the exact pick among them is the true one. A row with a
+    non-finite candidate is marked like a row with a pick under the window (``floored``), so the caller redoes it
+    with exact keys (NaN candidates too: they were on the floor, but one check of the bits is cheaper than telling
+    them apart; such rows are garbage and rare)."""
     best = _merge_lanes(best, SORTED)
     expert, valid = _key_expert(best, KEYS)
     if GROUP > 1:
@@ -524,6 +551,10 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
             best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
         expert, valid = _key_expert(best, KEYS)
     floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
+    if STREAM_UNCHECKED and GROUP > 1:
+        # the largest |x| bits of the candidates (0 where not read): infinite or NaN from 0x7F800000 up
+        magnitude = tl.abs(x.to(tl.float32)).to(tl.int32, bitcast=True)
+        floored = floored | (tl.max(tl.reshape(magnitude, (ROWS, CHUNK * GROUP)), axis=1) >= 0x7F800000)
     return expert, valid, floored
 
 
@@ -760,7 +791,7 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
     lane = tl.arange(0, LANES)
     member = tl.arange(0, CHUNK)
     within = tl.arange(0, GROUP)
-    row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
+    row_base = logits_ptr + _read_rows(rows64, row_ok)[:, None, None, None] * stride_l_row
     group_scores = tl.full((ROWS, STEPS, GROUPS_PER_STEP), float("-inf"), tl.float32)
     lists = ()
     if x_first is None:
@@ -1128,7 +1159,8 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
     # encodings read the same step when their runs are alike (GROUP = 1).
     x_first = None
     if PREFETCH:
-        x_first = _step_load(logits_ptr + rows64[:, None, None, None] * stride_l_row, row_ok, tl.arange(0, LANES),
+        x_first = _step_load(logits_ptr + _read_rows(rows64, row_ok)[:, None, None, None] * stride_l_row, row_ok,
+                             tl.arange(0, LANES),
                              tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
                              CHUNK, GROUP, WORDS)
     x_exact = x_first if GROUP == 1 else None
