@@ -150,16 +150,18 @@ def _finite_choice(x, choice):
 
 
 @triton.jit
-def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constexpr):
-    """Window keys of experts ``expert`` from their ``_finite_choice`` values."""
+def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constexpr, CLAMP_BY_MAX: tl.constexpr = False):
+    """Window keys of experts ``expert`` from their ``_finite_choice`` values. ``CLAMP_BY_MAX`` (v25, the unchecked
+    stream): the floor clamp written as a max on the GPU, where without the finite check before it the select
+    compiled to a compare and a select instead of one FMNMX (the same values: a NaN gets the floor either way)."""
     # an invalid logit's NaN lands on the floor with the values below the window; window keys are used
     # only when every bias entry is finite
     # q = round(c * scale + offset), one rounding: the offset's own rounding shifts every key alike
     y = tl.fma(finite_choice, scale, offset)
-    if PTX_SIGMOID:  # one max (NaN -> floor: the non-NaN operand); the interpreter's max would pass a NaN on
+    if CLAMP_BY_MAX and PTX_SIGMOID:  # max returns the non-NaN operand (the interpreter's would pass a NaN on)
         y = tl.maximum(y, Q_FLOOR)
     else:
-        y = tl.where(y > Q_FLOOR, y, Q_FLOOR)
+        y = tl.where(y > Q_FLOOR, y, Q_FLOOR)  # one max (NaN -> floor)
     key = (y.to(tl.uint32, bitcast=True) << INDEX_BITS) | (expert ^ INDEX_MASK).to(tl.uint32)
     if PADDED:
         key = tl.where(exists, key, 0).to(tl.uint32)
@@ -190,7 +192,7 @@ def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl
         choice = _window_choice(x, bias)
         if FINITE:
             choice = _finite_choice(x, choice)
-        return _window_key(choice, expert, exists, offset, scale, PADDED)
+        return _window_key(choice, expert, exists, offset, scale, PADDED, not FINITE)
     else:
         x = x.to(tl.float32)
         valid = tl.abs(x) < float("inf")
@@ -243,18 +245,21 @@ def _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.cons
 
 
 @triton.jit
-def _read_rows(rows64, row_ok):
-    """The rows a tile's step loads read: its rows, and row 0 for those past the batch (kernel v25), so that the word
-    loads need no mask (a masked load zeroes its registers first: 8 instructions a step of the lane-per-row tile);
-    what those rows compute is never stored."""
+def _read_rows(rows64, row_ok, MASKED_WORDS: tl.constexpr):
+    """The rows a tile's step loads read: its rows; without ``MASKED_WORDS`` (kernel v25) row 0 for those past the
+    batch, so that the word loads need no mask (a masked load zeroes its registers first: 8 instructions a step of the
+    lane-per-row tile); what those rows compute is never stored."""
+    if MASKED_WORDS:
+        return rows64
     return tl.where(row_ok, rows64, 0)
 
 
 @triton.jit
 def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr,
                GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
-               WORDS: tl.constexpr):
-    """The raw logits of one step of a lane [ROWS, LANES, CHUNK, GROUP] (0 where not read).
+               WORDS: tl.constexpr, MASKED_WORDS: tl.constexpr = True):
+    """The raw logits of one step of a lane [ROWS, LANES, CHUNK, GROUP] (0 where not read; without
+    ``MASKED_WORDS`` word loads read every row, ``_read_rows``).
 
     ``WORDS`` (16-bit logits, rows 16-byte aligned; the host checks): each run of 4 experts is one 64-bit
     word, read two words per 16-byte load and unpacked in registers. Loaded as 16-bit values with runs
@@ -270,7 +275,11 @@ def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: 
                      + tl.arange(0, 2)[None, None, None, :])
         parts = ()
         for piece in tl.static_range(PIECES):
-            parts = parts + (_unpack_words(tl.load(words_ptr + 2 * piece), row_base.dtype.element_ty),)
+            if MASKED_WORDS:
+                words = tl.load(words_ptr + 2 * piece, mask=row_ok[:, None, None, None], other=0)
+            else:
+                words = tl.load(words_ptr + 2 * piece)
+            parts = parts + (_unpack_words(words, row_base.dtype.element_ty),)
         x = _all_side_by_side(parts, PIECES)  # [ROWS, LANES, 2, 4] each -> [ROWS, LANES, CHUNK, 4]
     else:  # (a constexpr branch: bfloat16 words unpack to float32, other loads keep the logits' dtype)
         expert, present, read = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
@@ -351,10 +360,12 @@ def _side_by_side(first, second):
 @triton.jit
 def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
-               GROUP: tl.constexpr, KEYS: tl.constexpr, WORDS: tl.constexpr, PREFETCH: tl.constexpr):
+               GROUP: tl.constexpr, KEYS: tl.constexpr, WORDS: tl.constexpr, PREFETCH: tl.constexpr,
+               FINITE: tl.constexpr = True):
     """One step of a lane from its logits ``x`` (``_step_load``): CHUNK runs of GROUP experts -> their
     best keys, sorted descending [ROWS, LANES, CHUNK]. Experts of eliminated groups get key 0, below
-    everything, like padding. On tiles of at most PLACE_LANES lanes the keys are formed by place (v23)."""
+    everything, like padding. On tiles of at most PLACE_LANES lanes the keys are formed by place (v23).
+    ``FINITE`` off: window keys without the finite check (``_select``'s ``CHECKED_STREAM``)."""
     PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
     expert, present, _ = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
                                        LANES, CHUNK, GROUP)
@@ -364,7 +375,6 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
                           PREFETCH)
     BY_PLACE: tl.constexpr = ((KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS) and LANES <= PLACE_LANES and not PADDED
                               and kept is None)  # keys by place (PLACE_LANES)
-    FINITE: tl.constexpr = GROUP == 1  # runs: the tail checks its candidates (``_finish_select``, v25)
     if BY_PLACE:
         place = member[:, None] * GROUP + within[None, :]  # [CHUNK, GROUP]
         keys = _keys(x, bias, place[None, None], present, offset, scale, KEYS, False, FINITE)
@@ -471,29 +481,32 @@ def _join_last_axis(columns, COUNT: tl.constexpr):
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
             GROUP: tl.constexpr, KEYS: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-            x_first=None):
+            x_first=None, CHECKED_STREAM: tl.constexpr = True, MASKED_WORDS: tl.constexpr = True):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
-    the floor [ROWS]. ``x_first``: the first step's logits, when the caller loaded them already."""
+    the floor [ROWS]. ``x_first``: the first step's logits, when the caller loaded them already.
+    ``CHECKED_STREAM`` off (v25; window keys with runs): the stream's keys skip the finite check (``_keys``), the tail
+    checks (``_finish_select``); ``MASKED_WORDS`` off: word loads without a mask (``_read_rows``)."""
+    UNCHECKED: tl.constexpr = not CHECKED_STREAM and KEYS == WINDOW_KEYS and GROUP > 1
     STEPS: tl.constexpr = (NUM_EXPERTS + LANES * CHUNK * GROUP - 1) // (LANES * CHUNK * GROUP)
     lane = tl.arange(0, LANES)
     member = tl.arange(0, CHUNK)
     within = tl.arange(0, GROUP)
-    row_base = logits_ptr + _read_rows(rows64, row_ok)[:, None, None, None] * stride_l_row
+    row_base = logits_ptr + _read_rows(rows64, row_ok, MASKED_WORDS)[:, None, None, None] * stride_l_row
 
     # PREFETCH: each step's logits are loaded one step ahead, so that their memory latency overlaps the
     # previous step's keys and merge (in registers; Triton's num_stages pipelining through shared
     # memory was slower, benchmarks/NOTES.md v4). The last step reloads itself rather than branch.
     if x_first is None:
         x = _step_load(row_base, row_ok, lane, member, within, 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
-                       GROUP, WORDS)
+                       GROUP, WORDS, MASKED_WORDS)
     else:
         x = x_first
     if PREFETCH:
         x_next = _step_load(row_base, row_ok, lane, member, within, min(1, STEPS - 1), kept, NUM_EXPERTS,
                             GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
     best = _step_keys(x, bias_ptr, row_ok, lane, member, within, 0, offset, scale, kept, NUM_EXPERTS,
-                      GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS, PREFETCH)
+                      GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS, PREFETCH, not UNCHECKED)
     for step in range(1, STEPS):
         if PREFETCH:
             x = x_next
@@ -501,15 +514,15 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
                                 NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
         else:
             x = _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
-                           CHUNK, GROUP, WORDS)
+                           CHUNK, GROUP, WORDS, MASKED_WORDS)
         # ascending running list against a descending chunk: their elementwise max is a bitonic
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
                           _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, kept,
                                      NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS,
-                                     PREFETCH))
+                                     PREFETCH, not UNCHECKED))
     return _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
-                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1, KEYS == WINDOW_KEYS)
+                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1, UNCHECKED)
 
 
 @triton.jit
@@ -771,9 +784,9 @@ def _columns(x, COUNT: tl.constexpr):
 def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, NUM_EXPERTS: tl.constexpr,
                      GROUP_SIZE: tl.constexpr, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr,
                      ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
-                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, x_first=None):
+                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, x_first=None, MASKED_WORDS: tl.constexpr = True):
     """Grouped routing with window keys in one read of the row (kernel v6): what ``_select`` returns, and
-    the kept groups' bits.
+    the kept groups' bits (``MASKED_WORDS``: as ``_select``'s).
 
     Each step reads whole groups and each lane's part of a step lies in one group (the host checks:
     ``launch.one_pass_ok``) and computes every ``c`` once, for both the groups' scores
@@ -791,12 +804,12 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
     lane = tl.arange(0, LANES)
     member = tl.arange(0, CHUNK)
     within = tl.arange(0, GROUP)
-    row_base = logits_ptr + _read_rows(rows64, row_ok)[:, None, None, None] * stride_l_row
+    row_base = logits_ptr + _read_rows(rows64, row_ok, MASKED_WORDS)[:, None, None, None] * stride_l_row
     group_scores = tl.full((ROWS, STEPS, GROUPS_PER_STEP), float("-inf"), tl.float32)
     lists = ()
     if x_first is None:
         x_next = _step_load(row_base, row_ok, lane, member, within, 0, None, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
-                            GROUP, WORDS)
+                            GROUP, WORDS, MASKED_WORDS)
     else:
         x_next = x_first
     for step in tl.static_range(STEPS):
@@ -804,7 +817,7 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         if step + 1 < STEPS:  # the next step's logits are read before this step's work (PREFETCH) or after
             if PREFETCH:
                 x_next = _step_load(row_base, row_ok, lane, member, within, step + 1, None, NUM_EXPERTS, GROUP_SIZE,
-                                    LANES, CHUNK, GROUP, WORDS)
+                                    LANES, CHUNK, GROUP, WORDS, MASKED_WORDS)
         expert, _, _ = _step_experts(row_ok, lane, member, within, step, None, NUM_EXPERTS, GROUP_SIZE, LANES,
                                      CHUNK, GROUP)
         x = x.to(tl.float32)
@@ -828,7 +841,7 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         if step + 1 < STEPS:
             if not PREFETCH:
                 x_next = _step_load(row_base, row_ok, lane, member, within, step + 1, None, NUM_EXPERTS, GROUP_SIZE,
-                                    LANES, CHUNK, GROUP, WORDS)
+                                    LANES, CHUNK, GROUP, WORDS, MASKED_WORDS)
     kept = _kept_bits(tl.reshape(group_scores, (ROWS, NUM_GROUPS)), NUM_GROUPS, TOPK_GROUP, NUM_GROUPS)
     # the lists in step order, an eliminated group's list as 0 (below everything, like padding)
     best = _kept_list(lists[0], kept, 0, lane, LANES, CHUNK * GROUP, GROUP_SIZE)
@@ -1121,6 +1134,8 @@ def bitonic_kernel(
     ROUNDS: tl.constexpr = False,  # one row on one warp, <= 512 experts, 32-bit keys: _select_rounds (v19)
     HANDOVER: tl.constexpr = False,  # ROUNDS: the weights from the scores the rounds hand over (v20)
     DENSE_OUT: tl.constexpr = False,  # outputs [T, K] with strides (K, 1), 16-byte aligned (launch.dense_outputs)
+    CHECKED_STREAM: tl.constexpr = True,  # window keys of runs checked finite in the stream, not in the tail (v25)
+    MASKED_WORDS: tl.constexpr = True,  # word loads masked by row, not reading row 0 past the batch (v25)
 ):
     if ROUNDS:  # one row on one warp (kernel v19; v20's stores)
         _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
@@ -1131,7 +1146,8 @@ def bitonic_kernel(
         _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, ROWS,
-                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT)
+                         LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT,
+                         CHECKED_STREAM, MASKED_WORDS)
 
 
 @triton.jit
@@ -1142,7 +1158,8 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr,
                      LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUP: tl.constexpr,
                      GROUPS_PER_LOAD: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr):
+                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr, CHECKED_STREAM: tl.constexpr,
+                     MASKED_WORDS: tl.constexpr):
     """ROWS rows a program, LANES lanes a row: the lanes' lists (module docstring)."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -1159,10 +1176,9 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
     # encodings read the same step when their runs are alike (GROUP = 1).
     x_first = None
     if PREFETCH:
-        x_first = _step_load(logits_ptr + _read_rows(rows64, row_ok)[:, None, None, None] * stride_l_row, row_ok,
-                             tl.arange(0, LANES),
-                             tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
-                             CHUNK, GROUP, WORDS)
+        x_first = _step_load(logits_ptr + _read_rows(rows64, row_ok, MASKED_WORDS)[:, None, None, None] * stride_l_row,
+                             row_ok, tl.arange(0, LANES), tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept,
+                             NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WORDS, MASKED_WORDS)
     x_exact = x_first if GROUP == 1 else None
     # ranked by the logits themselves: softmax, and flat sigmoid without bias beyond the window keys' 512
     # experts (exact keys of the logit instead of the sigmoid's: no sigmoid per expert). No window, nothing
@@ -1178,7 +1194,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
         if LOGIT16:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS, PREFETCH, WORDS,
-                                       x_first)
+                                       x_first, True, MASKED_WORDS)
         else:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, LOGIT_KEYS, PREFETCH, WORDS, x_exact)
@@ -1186,12 +1202,12 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
         if ONE_PASS:
             expert, valid, floored, kept_found = _select_one_pass(
                 logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, NUM_EXPERTS, GROUP_SIZE,
-                NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, LANES, CHUNK, GROUP, PREFETCH, WORDS, x_first)
+                NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, LANES, CHUNK, GROUP, PREFETCH, WORDS, x_first, MASKED_WORDS)
         else:
             kept_found = kept
             expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
                                              NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, PREFETCH,
-                                             WORDS, x_first)
+                                             WORDS, x_first, CHECKED_STREAM, MASKED_WORDS)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
                                             kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS,

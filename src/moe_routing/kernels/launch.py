@@ -117,7 +117,10 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       # 21.40 with strided stores, 128 / 8 13.75 against 14.16, grouped 4 of 8 27.01-27.40 against
                       # 27.80-28.17); on two lanes equal or 0.6% slower, on four up to 3% slower (the values' layout
                       # conversion before the vectors): those keep the strided stores
-                      DENSE_OUT=lanes == 1)
+                      DENSE_OUT=lanes == 1,
+                      # (v25) window keys of runs checked finite in the stream, word loads masked by row: v24's code
+                      # unless the rule turns them off
+                      CHECKED_STREAM=True, MASKED_WORDS=True)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 

@@ -1,15 +1,19 @@
-"""Session 26 probe: the streaming tiles' weights from the picks' logits handed over by the tail (kernel v25's
-``HANDOVER`` on a bitonic plan that is not a rounds plan) against the rule's plan, which re-reads them.
+"""The rule's plan against the same plan with some constexprs switched (and, given, other kernel files), interleaved.
 
-Run: python benchmarks/probes/handover_ab.py [--shape SPEC ...] [--rounds 3] [--variant NAME=FILE ...] [--jobs N]
+Run: python benchmarks/probes/constexpr_ab.py --arm NAME=KEY:VALUE[,KEY:VALUE...] ... [--shape SPEC ...] [--rounds 3]
+         [--variant NAME=FILE ...] [--jobs N]
 
 SPEC is E/K/T, E/K/T/G/KEPT (grouped) or E/K/T/softmax (no bias). Arms, on the rule's plan of the shape (aligned
 bf16 logits, fp32 bias, renormalised, dense outputs, as ``moe-routing bench`` calls it):
   rule            the rule's plan
-  handover        the same plan with ``HANDOVER`` on
-  NAME            (``--variant``) the same plan with ``HANDOVER`` on, run by the bitonic kernel module in FILE
+  NAME            (``--arm``) the same plan with those constexprs set (VALUE an integer; 0 / 1 for flags), skipped
+                  where the plan is a rounds plan or already has them
+  NAME            (``--variant``) the rule's plan run by the bitonic kernel module in FILE (its own constexprs)
 Every arm is first checked bit for bit against the rule on the first input set (ids and weights); an arm that differs
-is reported and not timed. Interleaved rounds; each line gives the median of the round medians and the same-arm drift.
+is reported and not timed. Each line gives the median of the round medians and the same-arm drift.
+
+Session 26: run 1 timed the streaming tiles' handover (``--arm handover=HANDOVER:1`` at commit 926e6bc, whose kernel
+had it; this script was ``handover_ab.py`` then), run 3 kernel v25's ``CHECKED_STREAM`` and ``MASKED_WORDS``.
 """
 
 import argparse
@@ -26,8 +30,7 @@ from moe_routing.kernels import choose_plan, launch
 from moe_routing.kernels.launch import tensor_traits
 from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
 
-SHAPES = ["256/8/65536", "128/8/65536", "160/8/65536", "224/8/65536", "256/8/65536/8/4", "128/8/65536/softmax",
-          "384/8/65536", "256/8/49152", "128/8/32768", "256/8/32768/8/4"]
+SHAPES = ["256/8/65536", "384/8/65536", "256/8/65536/8/4", "256/8/8192", "384/8/8192", "256/8/8192/8/4"]
 
 
 def parse(spec: str) -> Shape:
@@ -44,21 +47,27 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", nargs="*", default=SHAPES)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--arm", action="append", default=[], metavar="NAME=KEY:VALUE[,KEY:VALUE...]")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=FILE")
     ap.add_argument("--jobs", type=int, default=1, help="first compile every arm in this many processes (shapes split)")
     ap.add_argument("--warm-only", action="store_true", help="launch every arm once (compile into Triton's cache)")
     args = ap.parse_args()
     if args.jobs > 1:
         variant_args = [a for item in args.variant for a in ("--variant", item)]
+        variant_args += [a for item in args.arm for a in ("--arm", item)]
         workers = [subprocess.Popen([sys.executable, __file__, "--warm-only", *variant_args, "--shape",
                                      *args.shape[i::args.jobs]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                    for i in range(args.jobs) if args.shape[i::args.jobs]]
         for worker in workers:
             worker.wait()
+    switches = {}
+    for item in args.arm:
+        name, pairs = item.split("=", 1)
+        switches[name] = {key: int(value) for key, value in (pair.split(":") for pair in pairs.split(","))}
     variants = {}
     for item in args.variant:
         name, path = item.split("=", 1)
-        variants[name] = bitonic_kernel_from_source(Path(path).read_text(), f"handover_{name.replace(' ', '_')}")
+        variants[name] = bitonic_kernel_from_source(Path(path).read_text(), f"variant_{name.replace(' ', '_')}")
     for spec in args.shape:
         shape = parse(spec)
         inputs = make_inputs(shape)
@@ -68,9 +77,14 @@ def main():
         if rule.name != "bitonic" or rule.constexprs["ROUNDS"]:
             print(f"{spec}: the rule's plan is not a streaming tile", flush=True)
             continue
-        hand = {**rule.constexprs, "HANDOVER": True}
-        plans = {"rule": rule, "handover": rule._replace(constexprs=hand),
-                 **{name: rule._replace(kernel=kernel, constexprs=hand) for name, kernel in variants.items()}}
+        plans = {"rule": rule}
+        for name, switch in switches.items():
+            constexprs = {**rule.constexprs, **{key: type(rule.constexprs[key])(value) for key, value in switch.items()}}
+            if constexprs != rule.constexprs:
+                plans[name] = rule._replace(constexprs=constexprs)
+        for name, kernel in variants.items():
+            plans[name] = rule._replace(kernel=kernel, constexprs={key: value for key, value in rule.constexprs.items()
+                                                                   if key in kernel.arg_names})
         expected = None
         arms = {}
         for name, plan in plans.items():
@@ -93,7 +107,7 @@ def main():
         c = rule.constexprs
         for name, values in times.items():
             med = statistics.median(values)
-            print(f"{spec} (lanes {c['LANES']}, rows {c['ROWS']}, one pass {int(c['ONE_PASS'])}) {name:>10}: "
+            print(f"{spec} (lanes {c['LANES']}, rows {c['ROWS']}, one pass {int(c['ONE_PASS'])}) {name:>12}: "
                   f"{med:7.2f} us  drift {(max(values) - min(values)) / med:.1%}", flush=True)
         del inputs
         torch.cuda.empty_cache()
