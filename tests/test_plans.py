@@ -243,6 +243,41 @@ def test_huge_42k_class_keeps_step_ahead_loads_below_it_where_measured():
         assert huge_32k.constexprs["WORDS"] and huge_32k.constexprs["PREFETCH"] and not huge_42k.constexprs["PREFETCH"]
 
 
+
+
+def test_unchecked_streams_only_where_measured():
+    """Kernel v25's rule: the four-lane tile's window keys skip the stream's finite check (``CHECKED_STREAM`` off) for
+    bf16 sigmoid rows with a bias, K <= 8, of 160, 224, 256 and 512 experts from 4096 tokens (LARGE), and of 256 also
+    from 12288 (LARGE_12K); every other plan keeps it: 128, 192 and 384 experts, other token classes, softmax, no bias,
+    float32 logits, grouped rows, lists of 16 keys. Switched off, the plan is otherwise the same tile. Exactness:
+    ``test_infinite_logits_among_finite_ones_on_every_plan`` (rows the tail must redo) and
+    ``test_every_plan_matches_float64`` run these plans; here, 224 and 512 experts (shapes those lack)."""
+    from moe_routing.kernels.launch import CLASS_NAMES, LARGE, LARGE_12K, choose_plan
+
+    def unchecked(experts, scoring="sigmoid", groups=1, kept=1, topk=8, biased=True, dtype=torch.bfloat16):
+        bias = torch.zeros(experts) if biased else None
+        call = check_call(torch.zeros(1, experts, dtype=dtype), topk, scoring, bias, groups, kept, True, 1.0, None)
+        found = []
+        for tclass, name in enumerate(CLASS_NAMES):
+            plan = choose_plan(call, tclass, wide_loads=True, biased=biased, float32_logits=dtype == torch.float32)
+            if not plan.constexprs.get("CHECKED_STREAM", True):
+                assert plan.constexprs["LANES"] == 4 and plan.constexprs["CHUNK"] == 8, (experts, name)
+                found.append(name)
+        return found
+
+    assert unchecked(256) == ["large", "large 12k"]
+    for experts in (160, 224, 512):
+        assert unchecked(experts) == ["large"], experts
+    for case in (dict(experts=128), dict(experts=192), dict(experts=384), dict(experts=256, scoring="softmax", biased=False),
+                 dict(experts=256, biased=False), dict(experts=256, dtype=torch.float32), dict(experts=256, groups=8, kept=4),
+                 dict(experts=256, topk=12)):
+        assert unchecked(**case) == [], case
+    for experts in (224, 512):
+        plans = _class_plans_agree(experts, (LARGE, LARGE_12K), experts + 5, experts + 6)
+        assert not plans[0].constexprs["CHECKED_STREAM"] and plans[1].constexprs["CHECKED_STREAM"]
+        same_tile = [{k: v for k, v in plan.constexprs.items() if k not in ("CHECKED_STREAM", "PREFETCH")}
+                     for plan in plans]
+        assert same_tile[0] == same_tile[1], experts
 @pytest.mark.parametrize("experts", [256, 384])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_word_loads_only_where_rows_are_aligned(dtype, experts):

@@ -245,21 +245,10 @@ def _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.cons
 
 
 @triton.jit
-def _read_rows(rows64, row_ok, MASKED_WORDS: tl.constexpr):
-    """The rows a tile's step loads read: its rows; without ``MASKED_WORDS`` (kernel v25) row 0 for those past the
-    batch, so that the word loads need no mask (a masked load zeroes its registers first: 8 instructions a step of the
-    lane-per-row tile); what those rows compute is never stored."""
-    if MASKED_WORDS:
-        return rows64
-    return tl.where(row_ok, rows64, 0)
-
-
-@triton.jit
 def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: tl.constexpr,
                GROUP_SIZE: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
-               WORDS: tl.constexpr, MASKED_WORDS: tl.constexpr = True):
-    """The raw logits of one step of a lane [ROWS, LANES, CHUNK, GROUP] (0 where not read; without
-    ``MASKED_WORDS`` word loads read every row, ``_read_rows``).
+               WORDS: tl.constexpr):
+    """The raw logits of one step of a lane [ROWS, LANES, CHUNK, GROUP] (0 where not read).
 
     ``WORDS`` (16-bit logits, rows 16-byte aligned; the host checks): each run of 4 experts is one 64-bit
     word, read two words per 16-byte load and unpacked in registers. Loaded as 16-bit values with runs
@@ -275,11 +264,8 @@ def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: 
                      + tl.arange(0, 2)[None, None, None, :])
         parts = ()
         for piece in tl.static_range(PIECES):
-            if MASKED_WORDS:
-                words = tl.load(words_ptr + 2 * piece, mask=row_ok[:, None, None, None], other=0)
-            else:
-                words = tl.load(words_ptr + 2 * piece)
-            parts = parts + (_unpack_words(words, row_base.dtype.element_ty),)
+            parts = parts + (_unpack_words(tl.load(words_ptr + 2 * piece, mask=row_ok[:, None, None, None], other=0),
+                                           row_base.dtype.element_ty),)
         x = _all_side_by_side(parts, PIECES)  # [ROWS, LANES, 2, 4] each -> [ROWS, LANES, CHUNK, 4]
     else:  # (a constexpr branch: bfloat16 words unpack to float32, other loads keep the logits' dtype)
         expert, present, read = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
@@ -481,25 +467,25 @@ def _join_last_axis(columns, COUNT: tl.constexpr):
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
             GROUP: tl.constexpr, KEYS: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-            x_first=None, CHECKED_STREAM: tl.constexpr = True, MASKED_WORDS: tl.constexpr = True):
+            x_first=None, CHECKED_STREAM: tl.constexpr = True):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
     the floor [ROWS]. ``x_first``: the first step's logits, when the caller loaded them already.
     ``CHECKED_STREAM`` off (v25; window keys with runs): the stream's keys skip the finite check (``_keys``), the tail
-    checks (``_finish_select``); ``MASKED_WORDS`` off: word loads without a mask (``_read_rows``)."""
+    checks (``_finish_select``)."""
     UNCHECKED: tl.constexpr = not CHECKED_STREAM and KEYS == WINDOW_KEYS and GROUP > 1
     STEPS: tl.constexpr = (NUM_EXPERTS + LANES * CHUNK * GROUP - 1) // (LANES * CHUNK * GROUP)
     lane = tl.arange(0, LANES)
     member = tl.arange(0, CHUNK)
     within = tl.arange(0, GROUP)
-    row_base = logits_ptr + _read_rows(rows64, row_ok, MASKED_WORDS)[:, None, None, None] * stride_l_row
+    row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
 
     # PREFETCH: each step's logits are loaded one step ahead, so that their memory latency overlaps the
     # previous step's keys and merge (in registers; Triton's num_stages pipelining through shared
     # memory was slower, benchmarks/NOTES.md v4). The last step reloads itself rather than branch.
     if x_first is None:
         x = _step_load(row_base, row_ok, lane, member, within, 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
-                       GROUP, WORDS, MASKED_WORDS)
+                       GROUP, WORDS)
     else:
         x = x_first
     if PREFETCH:
@@ -514,7 +500,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
                                 NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WORDS)
         else:
             x = _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
-                           CHUNK, GROUP, WORDS, MASKED_WORDS)
+                           CHUNK, GROUP, WORDS)
         # ascending running list against a descending chunk: their elementwise max is a bitonic
         # sequence holding the top CHUNK of both
         best = tl.maximum(tl.bitonic_merge(best),
@@ -784,9 +770,9 @@ def _columns(x, COUNT: tl.constexpr):
 def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, NUM_EXPERTS: tl.constexpr,
                      GROUP_SIZE: tl.constexpr, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr,
                      ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
-                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, x_first=None, MASKED_WORDS: tl.constexpr = True):
+                     PREFETCH: tl.constexpr, WORDS: tl.constexpr, x_first=None):
     """Grouped routing with window keys in one read of the row (kernel v6): what ``_select`` returns, and
-    the kept groups' bits (``MASKED_WORDS``: as ``_select``'s).
+    the kept groups' bits.
 
     Each step reads whole groups and each lane's part of a step lies in one group (the host checks:
     ``launch.one_pass_ok``) and computes every ``c`` once, for both the groups' scores
@@ -804,12 +790,12 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
     lane = tl.arange(0, LANES)
     member = tl.arange(0, CHUNK)
     within = tl.arange(0, GROUP)
-    row_base = logits_ptr + _read_rows(rows64, row_ok, MASKED_WORDS)[:, None, None, None] * stride_l_row
+    row_base = logits_ptr + rows64[:, None, None, None] * stride_l_row
     group_scores = tl.full((ROWS, STEPS, GROUPS_PER_STEP), float("-inf"), tl.float32)
     lists = ()
     if x_first is None:
         x_next = _step_load(row_base, row_ok, lane, member, within, 0, None, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
-                            GROUP, WORDS, MASKED_WORDS)
+                            GROUP, WORDS)
     else:
         x_next = x_first
     for step in tl.static_range(STEPS):
@@ -817,7 +803,7 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         if step + 1 < STEPS:  # the next step's logits are read before this step's work (PREFETCH) or after
             if PREFETCH:
                 x_next = _step_load(row_base, row_ok, lane, member, within, step + 1, None, NUM_EXPERTS, GROUP_SIZE,
-                                    LANES, CHUNK, GROUP, WORDS, MASKED_WORDS)
+                                    LANES, CHUNK, GROUP, WORDS)
         expert, _, _ = _step_experts(row_ok, lane, member, within, step, None, NUM_EXPERTS, GROUP_SIZE, LANES,
                                      CHUNK, GROUP)
         x = x.to(tl.float32)
@@ -841,7 +827,7 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
         if step + 1 < STEPS:
             if not PREFETCH:
                 x_next = _step_load(row_base, row_ok, lane, member, within, step + 1, None, NUM_EXPERTS, GROUP_SIZE,
-                                    LANES, CHUNK, GROUP, WORDS, MASKED_WORDS)
+                                    LANES, CHUNK, GROUP, WORDS)
     kept = _kept_bits(tl.reshape(group_scores, (ROWS, NUM_GROUPS)), NUM_GROUPS, TOPK_GROUP, NUM_GROUPS)
     # the lists in step order, an eliminated group's list as 0 (below everything, like padding)
     best = _kept_list(lists[0], kept, 0, lane, LANES, CHUNK * GROUP, GROUP_SIZE)
@@ -1134,8 +1120,7 @@ def bitonic_kernel(
     ROUNDS: tl.constexpr = False,  # one row on one warp, <= 512 experts, 32-bit keys: _select_rounds (v19)
     HANDOVER: tl.constexpr = False,  # ROUNDS: the weights from the scores the rounds hand over (v20)
     DENSE_OUT: tl.constexpr = False,  # outputs [T, K] with strides (K, 1), 16-byte aligned (launch.dense_outputs)
-    CHECKED_STREAM: tl.constexpr = True,  # window keys of runs checked finite in the stream, not in the tail (v25)
-    MASKED_WORDS: tl.constexpr = True,  # word loads masked by row, not reading row 0 past the batch (v25)
+    CHECKED_STREAM: tl.constexpr = True,  # window keys of runs checked finite in the stream, else in the tail (v25)
 ):
     if ROUNDS:  # one row on one warp (kernel v19; v20's stores)
         _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
@@ -1147,7 +1132,7 @@ def bitonic_kernel(
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, ROWS,
                          LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT,
-                         CHECKED_STREAM, MASKED_WORDS)
+                         CHECKED_STREAM)
 
 
 @triton.jit
@@ -1158,8 +1143,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr,
                      LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUP: tl.constexpr,
                      GROUPS_PER_LOAD: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr, CHECKED_STREAM: tl.constexpr,
-                     MASKED_WORDS: tl.constexpr):
+                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr, CHECKED_STREAM: tl.constexpr):
     """ROWS rows a program, LANES lanes a row: the lanes' lists (module docstring)."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
@@ -1176,9 +1160,9 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
     # encodings read the same step when their runs are alike (GROUP = 1).
     x_first = None
     if PREFETCH:
-        x_first = _step_load(logits_ptr + _read_rows(rows64, row_ok, MASKED_WORDS)[:, None, None, None] * stride_l_row,
-                             row_ok, tl.arange(0, LANES), tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept,
-                             NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, WORDS, MASKED_WORDS)
+        x_first = _step_load(logits_ptr + rows64[:, None, None, None] * stride_l_row, row_ok, tl.arange(0, LANES),
+                             tl.arange(0, CHUNK), tl.arange(0, GROUP), 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES,
+                             CHUNK, GROUP, WORDS)
     x_exact = x_first if GROUP == 1 else None
     # ranked by the logits themselves: softmax, and flat sigmoid without bias beyond the window keys' 512
     # experts (exact keys of the logit instead of the sigmoid's: no sigmoid per expert). No window, nothing
@@ -1194,7 +1178,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
         if LOGIT16:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, LOGIT16_KEYS, PREFETCH, WORDS,
-                                       x_first, True, MASKED_WORDS)
+                                       x_first)
         else:
             expert, valid, _ = _select(logits_ptr, None, rows64, row_ok, stride_l_row, 0.0, 1.0, None, NUM_EXPERTS,
                                        GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, LOGIT_KEYS, PREFETCH, WORDS, x_exact)
@@ -1202,12 +1186,12 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
         if ONE_PASS:
             expert, valid, floored, kept_found = _select_one_pass(
                 logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, NUM_EXPERTS, GROUP_SIZE,
-                NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, LANES, CHUNK, GROUP, PREFETCH, WORDS, x_first, MASKED_WORDS)
+                NUM_GROUPS, TOPK_GROUP, TOPK, ROWS, LANES, CHUNK, GROUP, PREFETCH, WORDS, x_first)
         else:
             kept_found = kept
             expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
                                              NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, PREFETCH,
-                                             WORDS, x_first, CHECKED_STREAM, MASKED_WORDS)
+                                             WORDS, x_first, CHECKED_STREAM)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
                                             kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS,

@@ -118,9 +118,8 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       # 27.80-28.17); on two lanes equal or 0.6% slower, on four up to 3% slower (the values' layout
                       # conversion before the vectors): those keep the strided stores
                       DENSE_OUT=lanes == 1,
-                      # (v25) window keys of runs checked finite in the stream, word loads masked by row: v24's code
-                      # unless the rule turns them off
-                      CHECKED_STREAM=True, MASKED_WORDS=True)
+                      # (v25) window keys of runs checked finite in the stream (off: in the tail, ``_bitonic_rule``)
+                      CHECKED_STREAM=True)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
@@ -209,13 +208,14 @@ def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool =
     if tclass is None:
         tclass = token_class(call.tokens)
     if bitonic_supported(call, biased):  # every token class, so that a row's result never depends on T
-        return _bitonic_rule(call, tclass, wide_loads, float32_logits)
+        return _bitonic_rule(call, tclass, wide_loads, float32_logits, biased)
     if call.grouped and tclass >= HUGE:
         return rounds_plan(call, tclass, 8, 8)
     return rounds_plan(call, tclass)
 
 
-def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, float32_logits: bool = False) -> Plan:
+def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, float32_logits: bool = False,
+                  biased: bool = False) -> Plan:
     """The bitonic kernel's tile, and one read of the row for grouped routing wherever the tile allows it
     (``one_pass_ok``, kernel v6), word loads where aligned (v5-v7); benchmarks/NOTES.md."""
     if (tclass == MEDIUM and call.experts in (256, 512) and not call.softmax and not float32_logits
@@ -294,6 +294,17 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # 8.78 / 10.41 / 10.64, 512 / 8 10.76 / 12.20 / 12.53 against 10.96 / 12.36 / 12.99, 224 / 8 equal at 12288
         # and 2-6% faster above; slower below 12288 tokens, and for 128 and 384 experts, which keep them)
         c["PREFETCH"] = False
+    if (c["LANES"] == 4 and c["CHUNK"] == 8 and c["GROUP"] == 4 and not call.grouped and not call.softmax and biased
+            and not float32_logits and ((tclass == LARGE and call.experts in (160, 224, 256, 512))
+                                        or (tclass == LARGE_12K and call.experts == 256))):
+        # (v25) the four-lane tile's window keys without the finite check in the stream (the tail checks its
+        # candidates): bf16 sigmoid rows with a bias, K <= 8, where measured faster. Session 26, run 3 (the rule against
+        # the same tile with the check): 8192 tokens 256 / 8 6.47 us against 6.88 (run 2: 6.38 against 6.76), 160 / 8
+        # 6.40 against 7.01, 224 / 8 6.69 against 7.11, 512 / 8 8.84 against 9.07; 256 / 8 4.96 against 5.29 at 4096 and
+        # 8.10 against 8.49 at 12288. Not for 384 experts (8.19 against 7.34 at 8192: 11% slower), 128 (equal), the
+        # other tiles (lane-per-row and two-lane: -1% to +3%), and unmeasured rows (192, 320, 448 experts, no bias,
+        # float32 logits, 160-512 experts at 12288-16383 tokens)
+        c["CHECKED_STREAM"] = False
     if ((tclass == LATENCY or (tclass == SMALL and call.experts >= 128))
             and rounds_ok(call, plan.rows, plan.num_warps, float32_logits)):
         # (v19) K rounds of one warp-wide 32-bit max instead of the lanes' sorts and merges, at decode sizes and on
