@@ -79,6 +79,10 @@ straight to float32, a step's keys are formed by the experts' place in the step 
 per sorted key (``PLACE_LANES``), sorts of 8 run Batcher's network (``_sort_descending``), and the lane-per-row tail
 merges its 32 candidates as four sorted lists. Dense outputs are stored with their layout compiled in
 (``DENSE_OUT``, ``_store_outputs``: vector stores) on the lane-per-row tiles.
+
+Kernel v25 (``CHECKED_STREAM`` off, where launch.py's rule measured it faster: the four-lane tile) forms a stream's
+window keys of runs without the finite check and leaves it to the tail, which re-keys its candidates exactly anyway and
+redoes a row with a non-finite candidate (``_finish_select``): the same picks and bits.
 """
 
 import torch
