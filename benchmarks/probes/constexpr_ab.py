@@ -17,7 +17,6 @@ had it; this script was ``handover_ab.py`` then), run 3 kernel v25's ``CHECKED_S
 """
 
 import argparse
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import choose_plan, launch
 from moe_routing.kernels.launch import tensor_traits
-from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
+from moe_routing.measure.bench import Shape, make_inputs, run_interleaved
 
 SHAPES = ["256/8/65536", "384/8/65536", "256/8/65536/8/4", "256/8/8192", "384/8/8192", "256/8/8192/8/4"]
 
@@ -100,15 +99,11 @@ def main():
                 continue
             arms[name] = (lambda i, plan=plan: launch(call, inputs.logits[i], inputs.bias, inputs.weights, inputs.ids,
                                                       plan=plan))
-        times = {name: [] for name in arms}
-        for _ in range(args.rounds):
-            for name, arm in arms.items():
-                times[name].append(statistics.median(graph_time_us(arm, len(inputs.logits))))
         c = rule.constexprs
-        for name, values in times.items():
-            med = statistics.median(values)
+        for measured in run_interleaved(shape, arms, len(inputs.logits), args.rounds):
+            name, device = measured.arm, measured.summary()["device"]
             print(f"{spec} (lanes {c['LANES']}, rows {c['ROWS']}, one pass {int(c['ONE_PASS'])}) {name:>12}: "
-                  f"{med:7.2f} us  drift {(max(values) - min(values)) / med:.1%}", flush=True)
+                  f"{device['median']:7.2f} us  drift {device['drift']:.1%}", flush=True)
         del inputs
         torch.cuda.empty_cache()
 

@@ -13,7 +13,6 @@ copies of kernels/_bitonic.py with those edits (``kernel_source``); each edit mu
 """
 
 import argparse
-import statistics
 from pathlib import Path
 
 import torch
@@ -22,7 +21,7 @@ from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import _bitonic, choose_plan, launch
 from moe_routing.kernels.launch import tensor_traits
-from moe_routing.measure.bench import Shape, graph_time_us, make_inputs
+from moe_routing.measure.bench import Shape, make_inputs, run_interleaved
 
 NO_EXACT_PICK = ("    if GROUP > 1:\n        # the experts of the top CHUNK runs",
                  "    if GROUP > 1 and False:\n        # the experts of the top CHUNK runs")
@@ -54,15 +53,11 @@ def main():
         plans = {"rule": rule, **{name: rule._replace(kernel=kernel) for name, kernel in kernels.items()}}
         arms = {name: (lambda i, plan=plan: launch(call, inputs.logits[i], inputs.bias, inputs.weights, inputs.ids,
                                                    plan=plan)) for name, plan in plans.items()}
-        times = {name: [] for name in arms}
-        for _ in range(args.rounds):
-            for name, arm in arms.items():
-                times[name].append(statistics.median(graph_time_us(arm, len(inputs.logits))))
         c = rule.constexprs
-        for name, values in times.items():
-            med = statistics.median(values)
-            print(f"{shape.label} T={t} (lanes {c['LANES']}, rows {c['ROWS']}) {name:>14}: {med:7.2f} us  "
-                  f"drift {(max(values) - min(values)) / med:.1%}", flush=True)
+        for measured in run_interleaved(shape, arms, len(inputs.logits), args.rounds):
+            name, device = measured.arm, measured.summary()["device"]
+            print(f"{shape.label} T={t} (lanes {c['LANES']}, rows {c['ROWS']}) {name:>14}: "
+                  f"{device['median']:7.2f} us  drift {device['drift']:.1%}", flush=True)
         del inputs
         torch.cuda.empty_cache()
 
