@@ -32,6 +32,14 @@ from moe_routing.measure.bench import Shape, make_inputs, run_interleaved
 SHAPES = ["256/8/65536", "384/8/65536", "256/8/65536/8/4", "256/8/8192", "384/8/8192", "256/8/8192/8/4"]
 
 
+def time_arms(prefix: str, shape: Shape, arms: dict, sets: int, rounds: int) -> None:
+    """Time ``arms`` (name -> call of an input set's index) interleaved (the harness's ``run_interleaved``) and print
+    a line per arm: the median of its round medians and its same-arm drift."""
+    for measured in run_interleaved(shape, arms, sets, rounds):
+        device = measured.summary()["device"]
+        print(f"{prefix} {measured.arm:>14}: {device['median']:7.2f} us  drift {device['drift']:.1%}", flush=True)
+
+
 def parse(spec: str) -> Shape:
     parts = spec.split("/")
     e, k, t = (int(v) for v in parts[:3])
@@ -100,10 +108,8 @@ def main():
             arms[name] = (lambda i, plan=plan: launch(call, inputs.logits[i], inputs.bias, inputs.weights, inputs.ids,
                                                       plan=plan))
         c = rule.constexprs
-        for measured in run_interleaved(shape, arms, len(inputs.logits), args.rounds):
-            name, device = measured.arm, measured.summary()["device"]
-            print(f"{spec} (lanes {c['LANES']}, rows {c['ROWS']}, one pass {int(c['ONE_PASS'])}) {name:>12}: "
-                  f"{device['median']:7.2f} us  drift {device['drift']:.1%}", flush=True)
+        time_arms(f"{spec} (lanes {c['LANES']}, rows {c['ROWS']}, one pass {int(c['ONE_PASS'])})", shape, arms,
+                  len(inputs.logits), args.rounds)
         del inputs
         torch.cuda.empty_cache()
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import torch
 
+from constexpr_ab import time_arms
 from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
 from moe_routing.kernels import _bitonic, choose_plan, launch
 from moe_routing.kernels.launch import tensor_traits
-from moe_routing.measure.bench import Shape, make_inputs, run_interleaved
+from moe_routing.measure.bench import Shape, make_inputs
 
 NO_EXACT_PICK = ("    if GROUP > 1:\n        # the experts of the top CHUNK runs",
                  "    if GROUP > 1 and False:\n        # the experts of the top CHUNK runs")
@@ -54,10 +55,8 @@ def main():
         arms = {name: (lambda i, plan=plan: launch(call, inputs.logits[i], inputs.bias, inputs.weights, inputs.ids,
                                                    plan=plan)) for name, plan in plans.items()}
         c = rule.constexprs
-        for measured in run_interleaved(shape, arms, len(inputs.logits), args.rounds):
-            name, device = measured.arm, measured.summary()["device"]
-            print(f"{shape.label} T={t} (lanes {c['LANES']}, rows {c['ROWS']}) {name:>14}: "
-                  f"{device['median']:7.2f} us  drift {device['drift']:.1%}", flush=True)
+        time_arms(f"{shape.label} T={t} (lanes {c['LANES']}, rows {c['ROWS']})", shape, arms, len(inputs.logits),
+                  args.rounds)
         del inputs
         torch.cuda.empty_cache()
 
