@@ -303,7 +303,7 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # 6.40 against 7.01, 224 / 8 6.69 against 7.11, 512 / 8 8.84 against 9.07; 256 / 8 4.96 against 5.29 at 4096 and
         # 8.10 against 8.49 at 12288. Not for 384 experts (8.19 against 7.34 at 8192: 11% slower), 128 (equal), the
         # other tiles (lane-per-row and two-lane: -1% to +3%), and unmeasured rows (192, 320, 448 experts, no bias,
-        # float32 logits, 160-512 experts at 12288-16383 tokens)
+        # float32 logits, 160, 224 and 512 experts at 12288-16383 tokens)
         c["CHECKED_STREAM"] = False
     if ((tclass == LATENCY or (tclass == SMALL and call.experts >= 128))
             and rounds_ok(call, plan.rows, plan.num_warps, float32_logits)):
