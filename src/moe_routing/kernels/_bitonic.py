@@ -554,7 +554,8 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
             best = tl.topk(tl.reshape(keys, (ROWS, CHUNK * GROUP)), CHUNK, dim=1)
         expert, valid = _key_expert(best, KEYS)
     floored = tl.max(((tl.arange(0, CHUNK) < TOPK)[None, :] & ~valid).to(tl.int32), axis=1) > 0
-    if STREAM_UNCHECKED and GROUP > 1:
+    if STREAM_UNCHECKED:  # (``_select`` sets it only with runs: ``x`` are the candidates' logits)
+        tl.static_assert(GROUP > 1)
         # the largest |x| bits of the candidates (0 where not read): infinite or NaN from 0x7F800000 up
         magnitude = tl.abs(x.to(tl.float32)).to(tl.int32, bitcast=True)
         floored = floored | (tl.max(tl.reshape(magnitude, (ROWS, CHUNK * GROUP)), axis=1) >= 0x7F800000)
