@@ -277,6 +277,68 @@ def test_unchecked_streams_only_where_measured():
         assert unchecked(**case) == [], case
 
 
+def test_store_first_only_where_measured():
+    """Kernel v26's rule: the window's rows are stored before the exact redo (``STORE_FIRST``) on the four-lane tile
+    with runs of 4 and lists of 8 from 4096 tokens (LARGE up), and at 65536 tokens on the flat two-lane tile and the
+    grouped lane-per-row tile in one pass; sigmoid rows only. Every other plan stores after the redo: the flat
+    lane-per-row tile (measured slower), the two-lane tile below 65536 tokens, decode and small batches, softmax,
+    lists of 16 keys. ``test_store_first_gives_the_same_bits`` checks what the plans give."""
+    from moe_routing.kernels.launch import CLASS_NAMES, choose_plan
+
+    def stored_first(experts, scoring="sigmoid", groups=1, kept=1, topk=8, dtype=torch.bfloat16):
+        bias = torch.zeros(experts) if scoring == "sigmoid" else None
+        call = check_call(torch.zeros(1, experts, dtype=dtype), topk, scoring, bias, groups, kept, True, 1.0, None)
+        found = []
+        for tclass, name in enumerate(CLASS_NAMES):
+            plan = choose_plan(call, tclass, wide_loads=True, biased=bias is not None,
+                               float32_logits=dtype == torch.float32)
+            if plan.constexprs.get("STORE_FIRST", False):
+                c = plan.constexprs
+                found.append((name, c["LANES"]))
+        return found
+
+    four_lanes = [("large", 4), ("large 12k", 4)]
+    assert stored_first(256) == four_lanes
+    assert stored_first(256, groups=8, kept=4) == four_lanes + [("huge 64k", 1)]  # one pass from 65536 tokens
+    assert stored_first(384) == four_lanes + [("huge", 4), ("huge 64k", 2)]  # two lanes from 32768, first at 65536
+    assert stored_first(512, dtype=torch.float32) == four_lanes + [("huge", 4), ("huge 64k", 2)]
+    assert stored_first(128) == four_lanes  # (the lane-per-row tile from 65536 tokens: no)
+    for case in (dict(experts=64, topk=6), dict(experts=256, scoring="softmax"), dict(experts=256, topk=12)):
+        assert stored_first(**case) == [], case
+
+
+@pytest.mark.parametrize("experts,groups,kept,tclass_name", [(256, 1, 1, "large"), (384, 1, 1, "huge 64k"),
+                                                             (256, 8, 4, "huge 64k")], ids=str)
+def test_store_first_gives_the_same_bits(experts, groups, kept, tclass_name):
+    """``STORE_FIRST`` (kernel v26) on and off on the rule's plans that take it: rows the window settles, rows it hands
+    to the exact redo (a NaN row, an -inf row, an +inf among finite logits) and a call whose bias leaves the window
+    (every row exact) — each row written once (poisoned outputs fully written), matching float64, the same bits."""
+    from moe_routing.kernels import launch
+    from moe_routing.kernels.launch import CLASS_NAMES, choose_plan, tensor_traits
+    from conftest import verify
+
+    tokens = 7 if not ON_GPU else 67
+    logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + groups)
+    logits[1, ::7] = float("nan")
+    logits[2] = float("-inf")
+    logits[3, 5] = float("inf")
+    for shift in (0.0, 8.0):  # 8: the window is unusable, the exact path stores
+        bias = random_bias(experts, seed=experts) + shift
+        call = check_call(logits, 8, "sigmoid", bias, groups, kept, True, 2.5, None)
+        plan = choose_plan(call, CLASS_NAMES.index(tclass_name), **tensor_traits(logits, bias))
+        assert plan.constexprs["STORE_FIRST"], plan
+        outputs = []
+        for store_first in (True, False):
+            weights, ids = poisoned_out(tokens, 8, logits.device)
+            launch(call, logits, bias, weights, ids,
+                   plan=plan._replace(constexprs={**plan.constexprs, "STORE_FIRST": store_first}))
+            assert_fully_written(weights, ids)
+            assert verify(weights, ids, logits, 8, correction_bias=bias, num_expert_group=groups, topk_group=kept,
+                          routed_scaling_factor=2.5).ok, (store_first, shift)
+            outputs.append((weights.view(torch.int32), ids))
+        assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1]), shift
+
+
 @pytest.mark.parametrize("experts", [256, 384])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_word_loads_only_where_rows_are_aligned(dtype, experts):

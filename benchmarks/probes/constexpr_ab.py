@@ -3,8 +3,9 @@
 Run: python benchmarks/probes/constexpr_ab.py --arm NAME=KEY:VALUE[,KEY:VALUE...] ... [--shape SPEC ...] [--rounds 3]
          [--variant NAME=FILE ...] [--jobs N]
 
-SPEC is E/K/T, E/K/T/G/KEPT (grouped) or E/K/T/softmax (no bias). Arms, on the rule's plan of the shape (aligned
-bf16 logits, fp32 bias, renormalised, dense outputs, as ``moe-routing bench`` calls it):
+SPEC is E/K/T or E/K/T/G/KEPT (grouped), then any of /softmax (no bias), /nobias, /float32 (the logits). Arms, on
+the rule's plan of the shape (aligned bf16 logits unless /float32, fp32 bias, renormalised, dense outputs, as
+``moe-routing bench`` calls it):
   rule            the rule's plan
   NAME            (``--arm``) the same plan with those constexprs set (VALUE an integer; 0 / 1 for flags), skipped
                   where the plan is a rounds plan or already has them
@@ -41,13 +42,19 @@ def time_arms(prefix: str, shape: Shape, arms: dict, sets: int, rounds: int) -> 
 
 
 def parse(spec: str) -> Shape:
+    """E/K/T, then G/KEPT (grouped) and any of the words softmax (no bias), nobias, float32 (the logits)."""
     parts = spec.split("/")
-    e, k, t = (int(v) for v in parts[:3])
-    if parts[3:] == ["softmax"]:
-        return Shape(e, k, t, scoring="softmax", bias=False)
-    if len(parts) == 5:
-        return Shape(e, k, t, int(parts[3]), int(parts[4]))
-    return Shape(e, k, t)
+    numbers = [int(v) for v in parts if v.isdigit()]
+    words = [v for v in parts if not v.isdigit()]
+    assert len(numbers) in (3, 5) and set(words) <= {"softmax", "nobias", "float32"}, spec
+    options = dict(zip(("experts", "topk", "tokens", "groups", "topk_group"), numbers))
+    if "softmax" in words:
+        options.update(scoring="softmax", bias=False)
+    if "nobias" in words:
+        options["bias"] = False
+    if "float32" in words:
+        options["dtype"] = torch.float32
+    return Shape(**options)
 
 
 def main():

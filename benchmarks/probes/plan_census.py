@@ -47,11 +47,11 @@ def tile_class(call, plan, biased: bool) -> tuple:
     grouped = call.topk_group < call.num_groups
     ignored = SIZES + (("LOG2_CHUNK", "RENORMALIZE") if grouped else ("LOG2_CHUNK", "RENORMALIZE", "BLOCK_GROUPS",
                                                                       "BLOCK_GROUP_SIZE", "GROUPS_PER_LOAD"))
-    # group blocks shape only the group stage; ROUNDS (v19) and HANDOVER (v20) only when on, CHECKED_STREAM (v25)
-    # only when off, so that the classes they left alone keep the fingerprints earlier runs recorded (their SASS is
-    # v18's: NOTES.md v19; v24's: v25)
-    rest = tuple((k, v) for k, v in c.items() if k not in ignored and not (k in ("ROUNDS", "HANDOVER") and not v)
-                 and not (k == "CHECKED_STREAM" and v))
+    # group blocks shape only the group stage; ROUNDS (v19), HANDOVER (v20) and STORE_FIRST (v26) only when on,
+    # CHECKED_STREAM (v25) only when off, so that the classes they left alone keep the fingerprints earlier runs
+    # recorded (their SASS is v18's: NOTES.md v19; v24's: v25; v25's or v26's tail: v26)
+    rest = tuple((k, v) for k, v in c.items() if k not in ignored
+                 and not (k in ("ROUNDS", "HANDOVER", "STORE_FIRST") and not v) and not (k == "CHECKED_STREAM" and v))
     if plan.name == "bitonic":
         span = c["LANES"] * c["CHUNK"] * c["GROUP"]
         steps = triton.cdiv(call.experts, span)

@@ -1133,6 +1133,7 @@ def bitonic_kernel(
     HANDOVER: tl.constexpr = False,  # ROUNDS: the weights from the scores the rounds hand over (v20)
     DENSE_OUT: tl.constexpr = False,  # outputs [T, K] with strides (K, 1), 16-byte aligned (launch.dense_outputs)
     CHECKED_STREAM: tl.constexpr = True,  # window keys of runs checked finite in the stream, else in the tail (v25)
+    STORE_FIRST: tl.constexpr = False,  # the window's rows stored before the exact redo, not after it (v26)
 ):
     if ROUNDS:  # one row on one warp (kernel v19; v20's stores)
         _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
@@ -1144,7 +1145,7 @@ def bitonic_kernel(
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, ROWS,
                          LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT,
-                         CHECKED_STREAM)
+                         CHECKED_STREAM, STORE_FIRST)
 
 
 @triton.jit
@@ -1155,8 +1156,14 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr,
                      LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUP: tl.constexpr,
                      GROUPS_PER_LOAD: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr, CHECKED_STREAM: tl.constexpr):
-    """ROWS rows a program, LANES lanes a row: the lanes' lists (module docstring)."""
+                     ONE_PASS: tl.constexpr, DENSE_OUT: tl.constexpr, CHECKED_STREAM: tl.constexpr,
+                     STORE_FIRST: tl.constexpr):
+    """ROWS rows a program, LANES lanes a row: the lanes' lists (module docstring).
+
+    ``STORE_FIRST`` (kernel v26): the rows the window keys settle are stored before the exact redo of the others
+    (which then store their own), so that the common path runs straight on from the selection to its stores; the
+    redo's ~2800 instructions otherwise lie between them, and every warp, reaching its stores at about the same
+    time, waits on fetching their code (benchmarks/NOTES.md v26). Each row is stored once either way."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
     rows64 = rows.to(tl.int64)
@@ -1204,12 +1211,21 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
             expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
                                              NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, PREFETCH,
                                              WORDS, x_first, CHECKED_STREAM)
+        if STORE_FIRST:
+            _store_row(logits_ptr, rows64, row_ok & ~floored, stride_l_row, expert, valid, weights_ptr, ids_ptr,
+                       stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE,
+                       NUM_EXPERTS, ROWS, CHUNK, LOG2_CHUNK, DENSE_OUT)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
                                             kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS,
                                             PREFETCH, WORDS, x_exact)
-            expert = tl.where(floored[:, None], exact, expert)
-            valid = tl.where(floored[:, None], exact_valid, valid)
+            if STORE_FIRST:
+                _store_row(logits_ptr, rows64, row_ok & floored, stride_l_row, exact, exact_valid, weights_ptr,
+                           ids_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX,
+                           RENORMALIZE, NUM_EXPERTS, ROWS, CHUNK, LOG2_CHUNK, DENSE_OUT)
+            else:
+                expert = tl.where(floored[:, None], exact, expert)
+                valid = tl.where(floored[:, None], exact_valid, valid)
     else:
         kept_stage = kept
         if ONE_PASS:  # the window is unusable: the group stage, then the exact stream
@@ -1218,10 +1234,15 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept_stage,
                                    NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
                                    WORDS, x_exact)
+        if STORE_FIRST:
+            _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
+                       stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, ROWS,
+                       CHUNK, LOG2_CHUNK, DENSE_OUT)
 
-    _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
-               stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, ROWS, CHUNK,
-               LOG2_CHUNK, DENSE_OUT)
+    if not STORE_FIRST or BY_LOGIT:  # (STORE_FIRST: the window's and the exact path's rows are stored above)
+        _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
+                   stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, ROWS,
+                   CHUNK, LOG2_CHUNK, DENSE_OUT)
 
 
 @triton.jit

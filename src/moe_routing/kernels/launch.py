@@ -119,7 +119,9 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       # conversion before the vectors): those keep the strided stores
                       DENSE_OUT=lanes == 1,
                       # (v25) window keys of runs checked finite in the stream (off: in the tail, ``_bitonic_rule``)
-                      CHECKED_STREAM=True)
+                      CHECKED_STREAM=True,
+                      # (v26) the window's rows stored before the exact redo (on: ``_bitonic_rule``)
+                      STORE_FIRST=False)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
@@ -305,6 +307,17 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # other tiles (lane-per-row and two-lane: -1% to +3%), and unmeasured rows (192, 320, 448 experts, no bias,
         # float32 logits, 160, 224 and 512 experts at 12288-16383 tokens)
         c["CHECKED_STREAM"] = False
+    if c["GROUP"] == 4 and c["CHUNK"] == 8 and not call.softmax and (
+            (c["LANES"] == 4 and tclass >= LARGE)
+            or (tclass == HUGE_64K and ((c["LANES"] == 2 and not call.grouped) or (c["LANES"] == 1 and c["ONE_PASS"])))):
+        # (v26) the window's rows stored before the exact redo: the four-lane tile with runs of 4 from 4096 tokens, and
+        # from 65536 tokens the flat two-lane tile and the grouped lane-per-row tile in one pass (sigmoid rows; K <= 8).
+        # Session 27, run 3 (against the same plans storing after the redo): 256 / 8 4.46 / 6.13 us at 4096 / 8192
+        # tokens against 4.84 / 6.25, 384 / 8 6.91 against 7.01 at 8192, 512 / 8 12.25 against 12.47 at 16384, grouped
+        # 4 of 8 6.42 against 6.49 at 8192; at 65536 tokens 384 / 8 27.89 against 28.58, grouped 26.58 against 26.93.
+        # Not for the flat lane-per-row tile (256 / 8 at 65536 21.28 against 20.76), nor the flat two-lane tile below
+        # 65536 tokens (256 / 8 at 16384 equal); 128 / 8 at 65536 equal
+        c["STORE_FIRST"] = True
     if ((tclass == LATENCY or (tclass == SMALL and call.experts >= 128))
             and rounds_ok(call, plan.rows, plan.num_warps, float32_logits)):
         # (v19) K rounds of one warp-wide 32-bit max instead of the lanes' sorts and merges, at decode sizes and on
