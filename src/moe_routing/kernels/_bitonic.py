@@ -83,6 +83,10 @@ merges its 32 candidates as four sorted lists. Dense outputs are stored with the
 Kernel v25 (``CHECKED_STREAM`` off, where launch.py's rule measured it faster: the four-lane tile) forms a stream's
 window keys of runs without the finite check and leaves it to the tail, which re-keys its candidates exactly anyway and
 redoes a row with a non-finite candidate (``_finish_select``): the same picks and bits.
+
+Kernel v26 sorts the four-lane tile's 32 candidates a row as four lists of 8, one a thread, merged across the row's
+threads (``_finish_select``), and (``STORE_FIRST``, where launch.py's rule measured it faster) stores the rows the window
+settles before the exact redo of the others (``_route_streaming``): the same bits.
 """
 
 import torch
