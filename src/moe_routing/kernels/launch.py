@@ -315,8 +315,11 @@ def _bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, floa
         # Session 27, run 3 (against the same plans storing after the redo): 256 / 8 4.46 / 6.13 us at 4096 / 8192
         # tokens against 4.84 / 6.25, 384 / 8 6.91 against 7.01 at 8192, 512 / 8 12.25 against 12.47 at 16384, grouped
         # 4 of 8 6.42 against 6.49 at 8192; at 65536 tokens 384 / 8 27.89 against 28.58, grouped 26.58 against 26.93.
-        # Not for the flat lane-per-row tile (256 / 8 at 65536 21.28 against 20.76), nor the flat two-lane tile below
-        # 65536 tokens (256 / 8 at 16384 equal); 128 / 8 at 65536 equal
+        # Run 4 (the rule against it off): 160 / 8 5.94 against 6.26 at 8192, 256 / 8 float32 7.24 against 7.54, 512 / 8
+        # at 65536 34.49 against 35.13; 128 / 8 and no-bias rows at 8192 equal, 384 / 8 at 16384 and grouped at 12288
+        # 0.6-0.7% slower (within the rows' run-to-run spread; no gain claimed there). Not for the flat lane-per-row
+        # tile (256 / 8 at 65536 21.28 against 20.76), nor the flat two-lane tile below 65536 tokens (256 / 8 at 16384
+        # equal); 128 / 8 at 65536 equal
         c["STORE_FIRST"] = True
     if ((tclass == LATENCY or (tclass == SMALL and call.experts >= 128))
             and rounds_ok(call, plan.rows, plan.num_warps, float32_logits)):
