@@ -293,8 +293,7 @@ def test_store_first_only_where_measured():
             plan = choose_plan(call, tclass, wide_loads=True, biased=bias is not None,
                                float32_logits=dtype == torch.float32)
             if plan.constexprs.get("STORE_FIRST", False):
-                c = plan.constexprs
-                found.append((name, c["LANES"]))
+                found.append((name, plan.constexprs["LANES"]))
         return found
 
     four_lanes = [("large", 4), ("large 12k", 4)]

@@ -3,8 +3,8 @@
 Run: python benchmarks/probes/constexpr_ab.py --arm NAME=KEY:VALUE[,KEY:VALUE...] ... [--shape SPEC ...] [--rounds 3]
          [--variant NAME=FILE ...] [--jobs N]
 
-SPEC is E/K/T or E/K/T/G/KEPT (grouped), then any of /softmax (no bias), /nobias, /float32 (the logits). Arms, on
-the rule's plan of the shape (aligned bf16 logits unless /float32, fp32 bias, renormalised, dense outputs, as
+SPEC is E/K/T or E/K/T/G/KEPT (grouped), then any of /softmax (no bias), /nobias, /fp32 or /float32. Arms, on
+the rule's plan of the shape (aligned bf16 logits unless /fp32, fp32 bias, renormalised, dense outputs, as
 ``moe-routing bench`` calls it):
   rule            the rule's plan
   NAME            (``--arm``) the same plan with those constexprs set (VALUE an integer; 0 / 1 for flags), skipped
@@ -26,6 +26,7 @@ import torch
 
 from kernel_source import bitonic_kernel_from_source
 from moe_routing.call import check_call
+from moe_routing.cli import _parse_shapes
 from moe_routing.kernels import choose_plan, launch
 from moe_routing.kernels.launch import tensor_traits
 from moe_routing.measure.bench import Shape, make_inputs, run_interleaved
@@ -42,19 +43,16 @@ def time_arms(prefix: str, shape: Shape, arms: dict, sets: int, rounds: int) -> 
 
 
 def parse(spec: str) -> Shape:
-    """E/K/T, then G/KEPT (grouped) and any of the words softmax (no bias), nobias, float32 (the logits)."""
+    """E/K/T, then G/KEPT (grouped) and the words of ``moe-routing bench --shape`` (read by its parser, the CLI's
+    ``_parse_shapes``): softmax (here without bias, as sessions 10-26 wrote it), nobias, fp32 (or float32)."""
     parts = spec.split("/")
-    numbers = [int(v) for v in parts if v.isdigit()]
-    words = [v for v in parts if not v.isdigit()]
-    assert len(numbers) in (3, 5) and set(words) <= {"softmax", "nobias", "float32"}, spec
-    options = dict(zip(("experts", "topk", "tokens", "groups", "topk_group"), numbers))
-    if "softmax" in words:
-        options.update(scoring="softmax", bias=False)
-    if "nobias" in words:
-        options["bias"] = False
-    if "float32" in words:
-        options["dtype"] = torch.float32
-    return Shape(**options)
+    numbers = [v for v in parts if v.isdigit()]
+    words = ["fp32" if v == "float32" else v for v in parts if not v.isdigit()]
+    assert len(numbers) in (3, 5), spec
+    if "softmax" in words and "nobias" not in words:
+        words.append("nobias")
+    grouping = [f"{numbers[3]}:{numbers[4]}"] if len(numbers) == 5 else []
+    return _parse_shapes(("/".join(numbers[:2] + grouping + words),), numbers[2])[0]
 
 
 def main():

@@ -557,7 +557,7 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
         elif CHUNK == 8 and GROUP == 4 and ROWS * 4 == 32 and keys.dtype == tl.uint32:
             # (v26) the four-lane tile's 8 rows a warp: the same four lists of 8, one a thread, each of runs j and
             # j + 4 (the two runs a thread's candidate loads hold; runs 2j and 2j + 1 took layout shuffles), merged
-            # across the row's four threads by halving: 15 shuffles against tl.topk's 28, 136 fewer instructions
+            # across the row's four threads by halving: 16 shuffles against tl.topk's 28, 136 fewer instructions
             # (sm_90, 256 / 8). Which candidates share a list does not matter: the top 8 of the 32 are the same keys
             lists = tl.reshape(tl.permute(tl.reshape(keys, (ROWS, 2, 4, GROUP)), (0, 2, 1, 3)), (ROWS, 4, 8))
             best = _merge_lanes(_sort_descending(lists, True), True)
