@@ -75,3 +75,47 @@ def test_custom_op_fake_has_no_outputs():
     schema = torch.ops.moe_routing.route_into.default._schema
     assert len(schema.returns) == 0
     assert [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write] == ["weights", "ids"]
+
+
+@pytest.mark.skipif(not ON_GPU, reason="programmatic dependent launch needs a GPU")
+@pytest.mark.parametrize("tokens", [1, 128, 8192])
+def test_pdl_keeps_stream_order_with_the_kernels_around_it(tokens):
+    """Kernel v27 is launched with programmatic dependent launch on GPUs that have it (compute capability 9.0+): its
+    programs may start while the previous kernel drains, so they must still read the logits that kernel writes, and the
+    kernel after route() must read route's outputs. A chain in one stream, eager and replayed from a graph: a kernel
+    writes the logits from one of several sources, route() routes them, kernels copy its outputs away; every step
+    equals route() of its source alone."""
+    from moe_routing.kernels.launch import programmatic_launch_ok
+
+    assert programmatic_launch_ok(torch.cuda.current_device()) == (torch.cuda.get_device_capability() >= (9, 0))
+    experts, topk = 256, 8
+    sources = [random_logits(tokens, experts, torch.bfloat16, seed=seed) for seed in range(10, 16)]
+    bias = random_bias(experts, seed=9)
+    expected = [moe_routing.route(source, topk, correction_bias=bias) for source in sources]
+    logits = torch.empty_like(sources[0])
+    out = (torch.empty(tokens, topk, device=DEVICE), torch.empty(tokens, topk, dtype=torch.int32, device=DEVICE))
+    copied = [(torch.empty_like(out[0]), torch.empty_like(out[1])) for _ in sources]
+
+    def chain():
+        for source, (weights, ids) in zip(sources, copied):
+            torch.mul(source, 1, out=logits)  # a kernel writes the logits
+            moe_routing.route(logits, topk, correction_bias=bias, out=out)
+            torch.mul(out[0], 1, out=weights)  # kernels read the outputs
+            torch.mul(out[1], 1, out=ids)
+
+    def check():
+        for (weights, ids), (want_weights, want_ids) in zip(copied, expected):
+            assert torch.equal(ids, want_ids) and torch.equal(weights.view(torch.int32), want_weights.view(torch.int32))
+            weights.fill_(float("nan"))
+            ids.fill_(-7)
+
+    chain()
+    torch.cuda.synchronize()
+    check()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        chain()
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        check()

@@ -186,12 +186,31 @@ def test_declines_layouts_the_python_path_copies(host):
 def test_declines_cpu_tensors_even_when_registered(host):
     logits = torch.randn(4, 64)
     args = route_args(logits, 4, out=poisoned_out(4, 4, "cpu"))
-    assert host.register(*args, 0, 1, 0, 1, (0, 2, 3, 4, 5, 6, 7, 8, 9, 10)) is not None
+    assert host.register(*args, 0, 1, 0, 1, (0, 2, 3, 4, 5, 6, 7, 8, 9, 10), False) is not None
     try:
         assert host.route(*args) is None
         assert (args[-1][1] == POISON_ID).all()
     finally:
         forget_launchers()  # both caches: the Python one must not keep keys the C++ one forgot
+
+
+def test_declines_pdl_kernels_without_cuLaunchKernelEx(host):
+    """A kernel launched with programmatic dependent launch (kernel v27) needs the driver's cuLaunchKernelEx: where it
+    cannot be found, registering it is declined (its calls stay on the Python path, which Triton launches) and calls of
+    its key are not taken here; a kernel launched plainly registers."""
+    if host.open_driver():
+        pytest.skip("this machine has a CUDA driver: cuLaunchKernelEx is found")
+    args = route_args(torch.randn(4, 64), 4, out=poisoned_out(4, 4, "cpu"))
+    codes = (0, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+    try:
+        assert host.register(*args, 0, 1, 0, 1, codes, True) is None
+        assert host.size() == 0
+        assert host.register(*args, 0, 1, 0, 1, codes, False) is not None
+        assert host.size() == 1
+    finally:
+        forget_launchers()
+    with pytest.raises(TypeError, match="register expects 15 arguments, got 14"):
+        host.register(*args, 0, 1, 0, 1, codes)
 
 
 def test_ninja_comes_from_its_package_when_none_is_on_path(monkeypatch):

@@ -696,3 +696,102 @@ def test_dense_outputs_decide_the_stores():
     assert with_outputs(off, True) == off
     general = rounds_plan(call, 0)
     assert with_outputs(general, False) == general
+
+
+class _CudaLogits:
+    """What ``launch.with_device`` reads of a CUDA tensor (a machine without a GPU has none)."""
+
+    is_cuda = True
+
+    def get_device(self):
+        return 0
+
+
+@pytest.mark.parametrize("capability,hip,enabled,expected", [
+    ((9, 0), None, True, True), ((10, 0), None, True, True), ((8, 9), None, True, False),
+    ((9, 0), "6.4", True, False), ((9, 0), None, False, False)], ids=str)
+def test_grid_wait_only_on_nvidia_from_hopper(monkeypatch, capability, hip, enabled, expected):
+    """Kernel v27: the rule's plans are launched with programmatic dependent launch (``GRID_WAIT``: the wait as the
+    programs' first instruction, and the launch attribute) on NVIDIA GPUs of compute capability 9.0 and later, unless
+    MOE_ROUTING_PDL=0; never on ROCm, older GPUs or CPU tensors; nothing else of the plan changes."""
+    import importlib
+
+    from moe_routing.kernels.launch import choose_plan, with_device
+
+    launch_module = importlib.import_module("moe_routing.kernels.launch")
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index: capability)
+    monkeypatch.setattr(torch.version, "hip", hip)
+    monkeypatch.setattr(launch_module, "_PDL_ENABLED", enabled)
+    monkeypatch.setattr(launch_module, "_pdl_by_device", {})
+    for experts, groups, kept, scoring, bias in [(256, 1, 1, "sigmoid", True), (256, 8, 4, "sigmoid", True),
+                                                  (64, 1, 1, "softmax", True)]:  # the last: the rounds kernel
+        logits = torch.zeros(1, experts, dtype=torch.bfloat16)
+        bias_tensor = torch.zeros(experts) if bias else None
+        plan = choose_plan(check_call(logits, 6, scoring, bias_tensor, groups, kept, True, 1.0, None))
+        assert plan.constexprs["GRID_WAIT"] is False
+        assert with_device(plan, logits) is plan  # a CPU tensor
+        got = with_device(plan, _CudaLogits())
+        assert got.constexprs["GRID_WAIT"] is expected
+        assert got._replace(constexprs={**got.constexprs, "GRID_WAIT": False}) == plan
+        assert list(got.constexprs) == list(plan.constexprs)  # the kernel's parameter order, for the direct launch
+
+
+def test_pdl_switch_is_read_from_the_environment():
+    import os
+    import subprocess
+    import sys
+
+    read = "import importlib; print(importlib.import_module('moe_routing.kernels.launch')._PDL_ENABLED)"
+    for value, expected in (("0", "False"), ("1", "True"), (None, "True")):
+        env = {k: v for k, v in os.environ.items() if k != "MOE_ROUTING_PDL"}
+        if value is not None:
+            env["MOE_ROUTING_PDL"] = value
+        done = subprocess.run([sys.executable, "-c", read], env=env, capture_output=True, text=True, timeout=300)
+        assert done.stdout.strip() == expected, done.stderr[-2000:]
+
+
+COMPILE_GRID_WAIT = """
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from moe_routing.call import check_call
+from moe_routing.kernels.launch import LARGE, LATENCY, choose_plan, tensor_traits
+
+for experts, topk, groups, kept, scoring, tclass in CASES:
+    logits = torch.zeros(1, experts, dtype=torch.bfloat16)
+    bias = torch.zeros(experts)
+    call = check_call(logits, topk, scoring, bias, groups, kept, True, 1.0, None)
+    plan = choose_plan(call, {"LATENCY": LATENCY, "LARGE": LARGE}[tclass], **tensor_traits(logits, bias))
+    signature = {"logits_ptr": "*bf16", "bias_ptr": "*fp32", "stride_l_row": "i32", "weights_ptr": "*fp32",
+                 "ids_ptr": "*i32", "stride_w_row": "i32", "stride_w_col": "i32", "stride_i_row": "i32",
+                 "stride_i_col": "i32", "num_rows": "i32", "scale": "fp32", **{name: "constexpr" for name in plan.constexprs}}
+    for wait in (False, True):
+        constants = dict(plan.constexprs, GRID_WAIT=wait)
+        ptx = triton.compile(ASTSource(plan.kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
+                             options={"num_warps": plan.num_warps, "launch_pdl": wait}).asm["ptx"]
+        body = ptx[ptx.index(".entry"):]
+        at = body.find("griddepcontrol.wait")
+        print("compiled", plan.name, wait, at >= 0, body.count("griddepcontrol"),
+              0 <= at < body.find("ld.global"), flush=True)
+"""
+
+
+def test_grid_wait_compiles_before_every_load_for_the_gpu():
+    """Kernel v27 compiled for sm_90 through ptxas here (the interpreter runs no inline PTX): with ``GRID_WAIT`` the
+    kernel holds one ``griddepcontrol.wait``, before its first global load; without it none (the decode tile, the
+    streaming tile, the rounds kernel)."""
+    import os
+    import subprocess
+    import sys
+
+    cases = [(256, 8, 1, 1, "sigmoid", "LATENCY"), (256, 8, 1, 1, "sigmoid", "LARGE"),
+             (64, 6, 1, 1, "softmax", "LATENCY")]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", f"CASES = {cases!r}\n" + COMPILE_GRID_WAIT], env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("compiled")]
+    assert [line[0] for line in lines] == ["bitonic", "bitonic", "bitonic", "bitonic", "rounds", "rounds"]
+    assert [line[1:] for line in lines] == [["False", "False", "0", "False"], ["True", "True", "1", "True"]] * 3

@@ -15,7 +15,8 @@ and the kernel's first instructions differ:
   empty / empty pdl   the harness's empty kernel, and one that waits, launched with the attribute
 Every routing arm is first checked bit for bit against the rule on the first input set.
 
-Session 28 (kernel v26): the probe that decided whether the decode rows' ~0.75 µs of launch could be overlapped.
+Session 28: run 1 (kernel v26; the copy added both constexprs) decided kernel v27, ``GRID_WAIT`` (the ``pdl wait`` arm,
+now the tree's kernel with the switch on).
 """
 
 import argparse
@@ -37,16 +38,14 @@ KERNEL = Path(__file__).resolve().parents[2] / "src" / "moe_routing" / "kernels"
 
 
 def pdl_kernel():
-    """The tree's bitonic kernel with two constexprs: GRID_WAIT (wait for the previous grid first) and TRIGGER
-    (let the next grid launch first)."""
+    """The tree's bitonic kernel with one more constexpr, TRIGGER (let the next grid launch first). Before kernel v27
+    (session 28, run 1) the copy also added GRID_WAIT, which the tree's kernel has since."""
     source = KERNEL.read_text()
-    marker = "    STORE_FIRST: tl.constexpr = False,"
-    assert source.count(marker) == 1 and source.count("\n):\n    if ROUNDS:") == 1
-    source = source.replace(marker, marker + "\n    GRID_WAIT: tl.constexpr = False,\n    TRIGGER: tl.constexpr = False,")
-    source = source.replace("\n):\n    if ROUNDS:", "\n):\n    if TRIGGER:\n        gdc_launch_dependents()\n"
-                            "    if GRID_WAIT:\n        gdc_wait()\n    if ROUNDS:")
-    source = source.replace("import triton.language as tl\n",
-                            "import triton.language as tl\nfrom triton.language.extra.cuda import gdc_launch_dependents, gdc_wait\n", 1)
+    marker = "    GRID_WAIT: tl.constexpr = False,"
+    assert source.count(marker) == 1 and source.count("\n):\n    if GRID_WAIT:") == 1
+    source = source.replace(marker, marker + "\n    TRIGGER: tl.constexpr = False,")
+    source = source.replace("\n):\n    if GRID_WAIT:", "\n):\n    if TRIGGER:\n        tl.extra.cuda.gdc_launch_dependents()\n"
+                            "    if GRID_WAIT:")
     return bitonic_kernel_from_source(source, "bitonic_pdl")
 
 
@@ -84,7 +83,7 @@ def main():
             return run
 
         arms = {"rule": launcher(plan.kernel, {}, False),
-                "pdl wait": launcher(variant, {"GRID_WAIT": True}, True),
+                "pdl wait": launcher(plan.kernel, {"GRID_WAIT": True}, True),
                 "pdl trigger": launcher(variant, {"GRID_WAIT": True, "TRIGGER": True}, True)}
         expected = None
         for name, run in list(arms.items()):

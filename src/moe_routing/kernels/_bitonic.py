@@ -87,6 +87,10 @@ redoes a row with a non-finite candidate (``_finish_select``): the same picks an
 Kernel v26 sorts the four-lane tile's 32 candidates a row as four lists of 8, one a thread, merged across the row's
 threads (``_finish_select``), and (``STORE_FIRST``, where launch.py's rule measured it faster) stores the rows the window
 settles before the exact redo of the others (``_route_streaming``): the same bits.
+
+Kernel v27 (``GRID_WAIT``, on NVIDIA GPUs of compute capability 9.0 and later, launch.py's ``with_device``) is launched
+with programmatic dependent launch: its programs may start while the stream's previous kernel drains, and each first
+waits (``griddepcontrol.wait``) until that kernel has completed and its writes are visible, before reading anything.
 """
 
 import torch
@@ -1138,7 +1142,10 @@ def bitonic_kernel(
     DENSE_OUT: tl.constexpr = False,  # outputs [T, K] with strides (K, 1), 16-byte aligned (launch.dense_outputs)
     CHECKED_STREAM: tl.constexpr = True,  # window keys of runs checked finite in the stream, else in the tail (v25)
     STORE_FIRST: tl.constexpr = False,  # the window's rows stored before the exact redo, not after it (v26)
+    GRID_WAIT: tl.constexpr = False,  # launched with PDL: wait for the stream's previous kernel first (v27)
 ):
+    if GRID_WAIT:  # nothing is read before the previous kernel has completed and its writes are visible
+        tl.extra.cuda.gdc_wait()
     if ROUNDS:  # one row on one warp (kernel v19; v20's stores)
         _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,

@@ -60,7 +60,10 @@ def rounds_kernel(
     BLOCK_K: tl.constexpr,
     LOG2_BLOCK: tl.constexpr,
     LOG2_BLOCK_K: tl.constexpr,
+    GRID_WAIT: tl.constexpr = False,  # launched with PDL: wait for the stream's previous kernel first (launch.py)
 ):
+    if GRID_WAIT:  # nothing is read before the previous kernel has completed and its writes are visible
+        tl.extra.cuda.gdc_wait()
     BLOCK: tl.constexpr = BLOCK_GROUPS * BLOCK_GROUP_SIZE
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows

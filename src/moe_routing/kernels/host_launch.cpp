@@ -2,7 +2,7 @@
 //
 // Why: in eager mode every route() call pays its host time on every layer of every token. The Python
 // path (check_call, the launcher cache's key, Triton's C launcher) costs more than a single ATen op;
-// here the same work reads tensor metadata directly and calls cuLaunchKernel once.
+// here the same work reads tensor metadata directly and calls cuLaunchKernel (or cuLaunchKernelEx) once.
 //
 // What it may do: *accept* a call only when the Python path would accept it with the same normalised
 // call, and launch only the kernel binary the Python path registered for the same key (everything
@@ -35,6 +35,27 @@ using LaunchKernelFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, un
 using GetErrorStringFn = CUresult (*)(CUresult, const char**);
 LaunchKernelFn cu_launch_kernel = nullptr;
 GetErrorStringFn cu_get_error_string = nullptr;
+
+// cuLaunchKernelEx (CUDA 12.0+), for kernels launched with programmatic dependent launch (launch.with_device):
+// the structures as cuda.h lays them out, with only the attribute used here.
+struct LaunchAttribute {
+  int id;  // CUlaunchAttributeID
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization_allowed;
+  } value;
+};
+struct LaunchConfig {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared;
+  CUstream stream;
+  LaunchAttribute* attrs;
+  unsigned num_attrs;
+};
+static_assert(sizeof(LaunchAttribute) == 72 && sizeof(LaunchConfig) == 56, "cuda.h's CUlaunchAttribute / CUlaunchConfig");
+constexpr int kProgrammaticStreamSerialization = 6;  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+using LaunchKernelExFn = CUresult (*)(const LaunchConfig*, CUfunction, void**, void**);
+LaunchKernelExFn cu_launch_kernel_ex = nullptr;
 
 // --- configuration from Python (single sources of truth stay in Python) ----------------------------
 
@@ -225,6 +246,7 @@ struct Entry {
   Key key;
   CUfunction function;
   unsigned threads, shared;
+  bool pdl;  // launched with programmatic dependent launch (cuLaunchKernelEx)
   int64_t rows_per_program;
   int n_params;
   int8_t params[kMaxParams];
@@ -366,12 +388,23 @@ PyObject* route(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     params[i] = &slots[i];
   }
   const int64_t grid = (c.tokens + e->rows_per_program - 1) / e->rows_per_program;
-  CUresult status = cu_launch_kernel(e->function, static_cast<unsigned>(grid), 1, 1, e->threads, 1, 1, e->shared,
-                                     stream, params, nullptr);
+  CUresult status;
+  if (e->pdl) {
+    LaunchAttribute attribute;
+    std::memset(&attribute, 0, sizeof(attribute));
+    attribute.id = kProgrammaticStreamSerialization;
+    attribute.value.programmatic_stream_serialization_allowed = 1;
+    const LaunchConfig launch_config = {static_cast<unsigned>(grid), 1, 1, e->threads, 1, 1, e->shared, stream,
+                                        &attribute, 1};
+    status = cu_launch_kernel_ex(&launch_config, e->function, params, nullptr);
+  } else {
+    status = cu_launch_kernel(e->function, static_cast<unsigned>(grid), 1, 1, e->threads, 1, 1, e->shared, stream,
+                              params, nullptr);
+  }
   if (status != 0) {
     const char* text = "unknown error";
     if (cu_get_error_string) cu_get_error_string(status, &text);
-    PyErr_Format(PyExc_RuntimeError, "moe_routing: cuLaunchKernel failed (%d): %s", status, text);
+    PyErr_Format(PyExc_RuntimeError, "moe_routing: kernel launch failed (%d): %s", status, text);
     return nullptr;
   }
   ++launch_count;
@@ -424,13 +457,14 @@ PyObject* key(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   END_HANDLE_TH_ERRORS
 }
 
-// register(9 args, function, num_warps, shared, rows_per_program, params) -> the key registered, or None.
+// register(9 args, function, num_warps, shared, rows_per_program, params, pdl) -> the key registered, or None.
 // Called by the Python path after it launched this call's kernel through Triton; `params` are the
-// kernel's runtime arguments in order (Param codes), without Triton's two trailing scratch pointers.
+// kernel's runtime arguments in order (Param codes), without Triton's two trailing scratch pointers; `pdl`:
+// the kernel is launched with programmatic dependent launch (declined where the driver lacks cuLaunchKernelEx).
 PyObject* register_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  if (nargs != 14) {
-    PyErr_Format(PyExc_TypeError, "register expects 14 arguments, got %zd", nargs);
+  if (nargs != 15) {
+    PyErr_Format(PyExc_TypeError, "register expects 15 arguments, got %zd", nargs);
     return nullptr;
   }
   Args a;
@@ -445,7 +479,10 @@ PyObject* register_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const long long warps = PyLong_AsLongLong(args[10]);
   const long long shared = PyLong_AsLongLong(args[11]);
   e.rows_per_program = PyLong_AsLongLong(args[12]);
-  if (PyErr_Occurred()) return nullptr;
+  const int pdl = PyObject_IsTrue(args[14]);
+  if (PyErr_Occurred() || pdl < 0) return nullptr;
+  if (pdl && !cu_launch_kernel_ex) Py_RETURN_NONE;
+  e.pdl = pdl != 0;
   if (warps < 1 || warps > 32 || shared < 0 || e.rows_per_program < 1) {
     PyErr_SetString(PyExc_ValueError, "register: num_warps, shared or rows_per_program out of range");
     return nullptr;
@@ -522,6 +559,7 @@ PyObject* open_driver(PyObject*, PyObject*) {
     if (handle) {
       cu_launch_kernel = reinterpret_cast<LaunchKernelFn>(dlsym(handle, "cuLaunchKernel"));
       cu_get_error_string = reinterpret_cast<GetErrorStringFn>(dlsym(handle, "cuGetErrorString"));
+      cu_launch_kernel_ex = reinterpret_cast<LaunchKernelExFn>(dlsym(handle, "cuLaunchKernelEx"));
     }
   }
   return PyBool_FromLong(cu_launch_kernel != nullptr);
@@ -544,7 +582,7 @@ PyMethodDef methods[] = {
     {"key", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(key)), METH_FASTCALL,
      "key(9 arguments) -> the launcher cache's key, or None (declined)"},
     {"register", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(register_kernel)), METH_FASTCALL,
-     "register(9 arguments, function, num_warps, shared, rows_per_program, params) -> key or None"},
+     "register(9 arguments, function, num_warps, shared, rows_per_program, params, pdl) -> key or None"},
     {"configure", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(configure)), METH_FASTCALL,
      "configure(max_experts, max_topk, max_groups, class_starts, raw_stream, current_device, runtime_knobs)"},
     {"open_driver", open_driver, METH_NOARGS, "open_driver() -> whether cuLaunchKernel was found"},

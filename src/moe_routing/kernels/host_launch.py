@@ -132,9 +132,9 @@ def register(call: RoutingCall, logits, bias, weights, ids, compiled, rows: int)
     metadata = getattr(compiled, "metadata", None)
     params = param_codes(compiled)
     if (module is None or params is None or getattr(metadata, "num_ctas", 1) != 1
-            or getattr(metadata, "launch_cooperative_grid", False) or getattr(metadata, "launch_pdl", False)):
-        return None  # launches that need cuLaunchKernelEx's attributes stay with Triton's launcher
+            or getattr(metadata, "launch_cooperative_grid", False)):
+        return None  # cooperative launches stay with Triton's launcher
     scoring = "softmax" if call.softmax else "sigmoid"
     return module.register(logits, call.topk, scoring, bias, call.num_groups, call.topk_group, call.renormalize,
                            call.scale, (weights, ids), compiled.function, metadata.num_warps, metadata.shared,
-                           rows, params)
+                           rows, params, bool(getattr(metadata, "launch_pdl", False)))

@@ -20,6 +20,7 @@ is installed (profilers), on ROCm, and in the interpreter.
 from __future__ import annotations
 
 import bisect
+import os
 from typing import NamedTuple
 
 import torch
@@ -45,6 +46,9 @@ TOKEN_CLASS_STARTS = (257, 2048, 3072, 4096, 12288, 16384, 32768, 42240, 65536)
 # tokens, where 148 fit one wave)
 ONE_WAVE_REGISTERS = 128
 MAX_BITONIC_TOPK = 32  # lists of up to 32 keys per lane (kernel v9; 16 before)
+# MOE_ROUTING_PDL=0 launches every kernel without programmatic dependent launch (read once, at import)
+PDL_ENV_SWITCH = "MOE_ROUTING_PDL"
+_PDL_ENABLED = os.environ.get(PDL_ENV_SWITCH, "1") != "0"  # ``programmatic_launch_ok``
 
 
 def token_class(tokens: int) -> int:
@@ -79,6 +83,7 @@ def rounds_plan(call: RoutingCall, tclass: int, rows: int | None = None, num_war
         NUM_GROUPS=call.num_groups, GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group,
         ROWS=rows, BLOCK_GROUPS=block_groups, BLOCK_GROUP_SIZE=block_group_size, BLOCK_K=block_k,
         LOG2_BLOCK=log2(block), LOG2_BLOCK_K=log2(block_k),
+        GRID_WAIT=False,  # (v27) on: ``with_device``
     )
     return Plan("rounds", rounds_kernel, constexprs, rows, num_warps)
 
@@ -121,7 +126,9 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
                       # (v25) window keys of runs checked finite in the stream (off: in the tail, ``_bitonic_rule``)
                       CHECKED_STREAM=True,
                       # (v26) the window's rows stored before the exact redo (on: ``_bitonic_rule``)
-                      STORE_FIRST=False)
+                      STORE_FIRST=False,
+                      # (v27) launched with PDL, waiting for the previous kernel first (on: ``with_device``)
+                      GRID_WAIT=False)
     return Plan("bitonic", bitonic_kernel, constexprs, rows, num_warps)
 
 
@@ -189,6 +196,33 @@ def with_outputs(plan: Plan, dense: bool) -> Plan:
     if dense or not plan.constexprs.get("DENSE_OUT", False):
         return plan
     return plan._replace(constexprs={**plan.constexprs, "DENSE_OUT": False})
+
+
+_pdl_by_device: dict[int, bool] = {}
+
+
+def programmatic_launch_ok(index: int) -> bool:
+    """Whether kernels on CUDA device ``index`` are launched with programmatic dependent launch (PDL): an NVIDIA GPU
+    of compute capability 9.0 or later (``griddepcontrol`` is sm_90 PTX), unless ``MOE_ROUTING_PDL=0``."""
+    ok = _pdl_by_device.get(index)
+    if ok is None:
+        ok = _pdl_by_device[index] = (_PDL_ENABLED and torch.version.hip is None
+                                      and torch.cuda.get_device_capability(index) >= (9, 0))
+    return ok
+
+
+def with_device(plan: Plan, logits: torch.Tensor) -> Plan:
+    """The rule's ``plan`` for the device of ``logits``: ``GRID_WAIT`` on where ``programmatic_launch_ok`` (kernel v27).
+
+    The kernel is then launched with the programmatic-stream-serialization attribute, so that its launch overlaps the
+    end of the stream's previous kernel, and its programs execute ``griddepcontrol.wait`` before anything else: no
+    input is read and no output written before that kernel has completed and its writes are visible, so results and
+    stream order are what a plain launch gives (nothing is triggered early for the kernel after). Session 28 (NOTES.md
+    v27): 0.17-0.31 µs a call at 1 and 128 tokens under graph replay, 2% at 8192, equal at 65536. Plans a caller forces
+    (``launch(plan=...)``: tests, probes) are launched as given."""
+    if not logits.is_cuda or not programmatic_launch_ok(logits.get_device()):
+        return plan
+    return plan._replace(constexprs={**plan.constexprs, "GRID_WAIT": True})
 
 
 def tensor_traits(logits: torch.Tensor, bias: torch.Tensor | None) -> dict:
@@ -534,8 +568,10 @@ def launch(
             with torch.cuda.device(index):
                 return launch(call, logits, bias, weights, ids)
 
-    plan = with_outputs(plan or choose_plan(call, **tensor_traits(logits, bias)), dense)
+    plan = with_outputs(plan or with_device(choose_plan(call, **tensor_traits(logits, bias)), logits), dense)
     options = {} if plan.maxnreg is None else {"maxnreg": plan.maxnreg}  # ROCm's Triton refuses the option
+    if plan.constexprs.get("GRID_WAIT"):
+        options["launch_pdl"] = True
     compiled = plan.kernel[(triton.cdiv(call.tokens, plan.rows),)](
         logits, bias, stride,
         weights, ids, weights.stride(0), weights.stride(1), ids.stride(0), ids.stride(1),

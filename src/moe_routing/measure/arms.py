@@ -90,6 +90,20 @@ def arm_route_python_launch(inputs: Inputs):
     return call
 
 
+def arm_route_without_pdl(inputs: Inputs):
+    """route(out=)'s kernel and plan launched without programmatic dependent launch (kernel v27's ``GRID_WAIT`` off):
+    the device-time A/B of ``launch.with_device``. It launches through Triton's own binder (a forced plan), so its eager
+    host time is not route()'s."""
+    from ..call import check_call
+    from ..kernels.launch import choose_plan, launch, tensor_traits
+
+    shape, logits = inputs.shape, inputs.logits[0]
+    call = check_call(logits, shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group, True,
+                      shape.scale, None)
+    plan = choose_plan(call, **tensor_traits(logits, inputs.bias))
+    return lambda i: launch(call, inputs.logits[i], inputs.bias, inputs.weights, inputs.ids, plan=plan)
+
+
 def arm_route_allocating(inputs: Inputs):
     shape, kw = inputs.shape, inputs.shape.kwargs(inputs.bias)
     return lambda i: route(inputs.logits[i], shape.topk, **kw)
@@ -183,6 +197,7 @@ OURS = {
     "moe_routing.route(out=)": arm_route,
     "moe_routing.route": arm_route_allocating,
     "moe_routing.route(out=) via Python": arm_route_python_launch,
+    "moe_routing.route(out=) without PDL": arm_route_without_pdl,
 }
 BASELINES = {
     "reference (eager)": arm_reference,
