@@ -55,6 +55,16 @@ def parse(spec: str) -> Shape:
     return _parse_shapes(("/".join(numbers[:2] + grouping + words),), numbers[2])[0]
 
 
+def rule_inputs(spec: str):
+    """The shape of ``spec``, its input sets (the harness's ``make_inputs``), the normalised call and the rule's plan
+    (``pdl_probe.py`` shares it)."""
+    shape = parse(spec)
+    inputs = make_inputs(shape)
+    call = check_call(inputs.logits[0], shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group, True,
+                      shape.scale, None)
+    return shape, inputs, call, choose_plan(call, **tensor_traits(inputs.logits[0], inputs.bias))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", nargs="*", default=SHAPES)
@@ -81,11 +91,7 @@ def main():
         name, path = item.split("=", 1)
         variants[name] = bitonic_kernel_from_source(Path(path).read_text(), f"variant_{name.replace(' ', '_')}")
     for spec in args.shape:
-        shape = parse(spec)
-        inputs = make_inputs(shape)
-        call = check_call(inputs.logits[0], shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group,
-                          True, shape.scale, None)
-        rule = choose_plan(call, **tensor_traits(inputs.logits[0], inputs.bias))
+        shape, inputs, call, rule = rule_inputs(spec)
         if rule.name != "bitonic" or rule.constexprs["ROUNDS"]:
             print(f"{spec}: the rule's plan is not a streaming tile", flush=True)
             continue

@@ -25,12 +25,8 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
-from constexpr_ab import parse, time_arms
+from constexpr_ab import rule_inputs, time_arms
 from kernel_source import bitonic_kernel_from_source
-from moe_routing.call import check_call
-from moe_routing.kernels import choose_plan
-from moe_routing.kernels.launch import tensor_traits
-from moe_routing.measure.bench import make_inputs
 
 SHAPES = ["64/6/1", "256/8/1", "384/8/1", "256/8/1/8/4", "64/6/128", "256/8/128", "384/8/128", "256/8/128/8/4",
           "256/8/8192", "256/8/65536"]
@@ -66,11 +62,7 @@ def main():
     args = ap.parse_args()
     variant = pdl_kernel()
     for spec in args.shape:
-        shape = parse(spec)
-        inputs = make_inputs(shape)
-        call = check_call(inputs.logits[0], shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group,
-                          True, shape.scale, None)
-        plan = choose_plan(call, **tensor_traits(inputs.logits[0], inputs.bias))
+        shape, inputs, call, plan = rule_inputs(spec)
         options = {} if plan.maxnreg is None else {"maxnreg": plan.maxnreg}
         grid = (triton.cdiv(call.tokens, plan.rows),)
         w, ids = inputs.weights, inputs.ids

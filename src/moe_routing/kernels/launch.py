@@ -14,7 +14,8 @@ Triton specialises on (dtypes, constexprs, 16-byte alignment of the logits and b
 stride's divisibility), so the cached binary is always the one Triton itself would have chosen. The
 same first call registers the binary with the C++ host path (host_launch.py), which serves later eager
 calls of that key before any of this Python runs. Calls take Triton's own path whenever a launch hook
-is installed (profilers), on ROCm, and in the interpreter.
+is installed (profilers), on ROCm, and in the interpreter. On NVIDIA GPUs of compute capability 9.0 and later
+the rule's plans are launched with programmatic dependent launch (``with_device``, kernel v27).
 """
 
 from __future__ import annotations
@@ -218,8 +219,8 @@ def with_device(plan: Plan, logits: torch.Tensor) -> Plan:
     end of the stream's previous kernel, and its programs execute ``griddepcontrol.wait`` before anything else: no
     input is read and no output written before that kernel has completed and its writes are visible, so results and
     stream order are what a plain launch gives (nothing is triggered early for the kernel after). Session 28 (NOTES.md
-    v27): 0.17-0.31 µs a call at 1 and 128 tokens under graph replay, 2% at 8192, equal at 65536. Plans a caller forces
-    (``launch(plan=...)``: tests, probes) are launched as given."""
+    v27): 0.17-0.31 µs a call at 1 and 128 tokens under graph replay, 1.5-3.6% from 1024 to 32768 tokens, equal within
+    drift at 65536. Plans a caller forces (``launch(plan=...)``: tests, probes, the census) are launched as given."""
     if not logits.is_cuda or not programmatic_launch_ok(logits.get_device()):
         return plan
     return plan._replace(constexprs={**plan.constexprs, "GRID_WAIT": True})
