@@ -574,28 +574,37 @@ def test_scores_handed_over_where_measured_faster():
     assert not constexprs(256, tclass=HUGE)["ROUNDS"] and not constexprs(256, tclass=HUGE)["HANDOVER"]
 
 
-COMPILE_FOR_SM90 = """
-import sys
+SM90_PLAN_COMPILER = """
 import torch
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from moe_routing.call import check_call
-from moe_routing.kernels.launch import LATENCY, choose_plan, tensor_traits
+from moe_routing.kernels.launch import LARGE, LATENCY, choose_plan, tensor_traits
 
-for experts, topk, groups, topk_group, scoring, with_bias, dtype in CASES:
+
+def rule_plan(experts, topk, groups, topk_group, scoring, with_bias, dtype, tclass):
     logits = torch.zeros(1, experts, dtype=dtype)
     bias = torch.zeros(experts) if with_bias else None
     call = check_call(logits, topk, scoring, bias, groups, topk_group, True, 1.0, None)
-    plan = choose_plan(call, LATENCY, **tensor_traits(logits, bias))
+    return choose_plan(call, tclass, **tensor_traits(logits, bias))
+
+
+def compile_sm90(plan, dtype, with_bias, **options):
     pointer = {torch.bfloat16: "*bf16", torch.float32: "*fp32"}[dtype]
     signature = {"logits_ptr": pointer, "bias_ptr": "*fp32" if with_bias else "constexpr", "stride_l_row": "i32",
                  "weights_ptr": "*fp32", "ids_ptr": "*i32", "stride_w_row": "i32", "stride_w_col": "i32",
                  "stride_i_row": "i32", "stride_i_col": "i32", "num_rows": "i32", "scale": "fp32",
                  **{name: "constexpr" for name in plan.constexprs}}
     constants = dict(plan.constexprs, **({} if with_bias else {"bias_ptr": None}))
-    compiled = triton.compile(ASTSource(plan.kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": plan.num_warps})
+    return triton.compile(ASTSource(plan.kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": plan.num_warps, **options})
+"""  # a script's helpers: the rule's plan of a one-token call, compiled for sm_90 without a GPU
+
+COMPILE_FOR_SM90 = SM90_PLAN_COMPILER + """
+for experts, topk, groups, topk_group, scoring, with_bias, dtype in CASES:
+    plan = rule_plan(experts, topk, groups, topk_group, scoring, with_bias, dtype, LATENCY)
+    compiled = compile_sm90(plan, dtype, with_bias)
     print("compiled", experts, topk, groups, topk_group, scoring, with_bias, plan.constexprs["ROUNDS"],
           "REDUX" in compiled.asm["ptx"].upper() or "redux" in compiled.asm["ptx"], flush=True)
 """
@@ -751,26 +760,12 @@ def test_pdl_switch_is_read_from_the_environment():
         assert done.stdout.strip() == expected, done.stderr[-2000:]
 
 
-COMPILE_GRID_WAIT = """
-import torch
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from moe_routing.call import check_call
-from moe_routing.kernels.launch import LARGE, LATENCY, choose_plan, tensor_traits
-
+COMPILE_GRID_WAIT = SM90_PLAN_COMPILER + """
 for experts, topk, groups, kept, scoring, tclass in CASES:
-    logits = torch.zeros(1, experts, dtype=torch.bfloat16)
-    bias = torch.zeros(experts)
-    call = check_call(logits, topk, scoring, bias, groups, kept, True, 1.0, None)
-    plan = choose_plan(call, {"LATENCY": LATENCY, "LARGE": LARGE}[tclass], **tensor_traits(logits, bias))
-    signature = {"logits_ptr": "*bf16", "bias_ptr": "*fp32", "stride_l_row": "i32", "weights_ptr": "*fp32",
-                 "ids_ptr": "*i32", "stride_w_row": "i32", "stride_w_col": "i32", "stride_i_row": "i32",
-                 "stride_i_col": "i32", "num_rows": "i32", "scale": "fp32", **{name: "constexpr" for name in plan.constexprs}}
+    plan = rule_plan(experts, topk, groups, kept, scoring, True, torch.bfloat16, {"LATENCY": LATENCY, "LARGE": LARGE}[tclass])
     for wait in (False, True):
-        constants = dict(plan.constexprs, GRID_WAIT=wait)
-        ptx = triton.compile(ASTSource(plan.kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
-                             options={"num_warps": plan.num_warps, "launch_pdl": wait}).asm["ptx"]
+        waiting = plan._replace(constexprs={**plan.constexprs, "GRID_WAIT": wait})
+        ptx = compile_sm90(waiting, torch.bfloat16, True, launch_pdl=wait).asm["ptx"]
         body = ptx[ptx.index(".entry"):]
         at = body.find("griddepcontrol.wait")
         print("compiled", plan.name, wait, at >= 0, body.count("griddepcontrol"),

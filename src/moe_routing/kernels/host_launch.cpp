@@ -390,10 +390,13 @@ PyObject* route(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const int64_t grid = (c.tokens + e->rows_per_program - 1) / e->rows_per_program;
   CUresult status;
   if (e->pdl) {
-    LaunchAttribute attribute;
-    std::memset(&attribute, 0, sizeof(attribute));
-    attribute.id = kProgrammaticStreamSerialization;
-    attribute.value.programmatic_stream_serialization_allowed = 1;
+    static LaunchAttribute attribute = [] {  // the same for every launch: built once
+      LaunchAttribute a;
+      std::memset(&a, 0, sizeof(a));
+      a.id = kProgrammaticStreamSerialization;
+      a.value.programmatic_stream_serialization_allowed = 1;
+      return a;
+    }();
     const LaunchConfig launch_config = {static_cast<unsigned>(grid), 1, 1, e->threads, 1, 1, e->shared, stream,
                                         &attribute, 1};
     status = cu_launch_kernel_ex(&launch_config, e->function, params, nullptr);
