@@ -16,7 +16,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import moe_routing  # noqa: E402
-from moe_routing.measure.verify import verify  # noqa: E402
+from moe_routing.verify import verify  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ON_GPU = DEVICE == "cuda"
@@ -47,7 +47,7 @@ def route_every_plan(logits, topk, **kwargs):
     float64. Returns {token class: (plan, weights, ids)}."""
     from moe_routing.call import check_call
     from moe_routing.kernels import all_plans, launch
-    from moe_routing.kernels.launch import tensor_traits
+    from moe_routing.kernels.rules import tensor_traits
 
     call = check_call(logits, topk, kwargs.get("scoring_func", "sigmoid"), kwargs.get("correction_bias"),
                       kwargs.get("num_expert_group", 1), kwargs.get("topk_group", 1), kwargs.get("renormalize", True),

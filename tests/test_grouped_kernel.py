@@ -132,7 +132,7 @@ def test_one_pass_steps_of_groups_over_several_lanes():
     kernel v10 stays covered."""
     from moe_routing.call import check_call
     from moe_routing.kernels import all_plans
-    from moe_routing.kernels.launch import one_pass_step
+    from moe_routing.kernels.rules import one_pass_step
 
     for experts, groups, kept, topk in ((128, 2, 1, 4), (64, 2, 1, 12), (512, 8, 4, 20)):
         call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), topk, "sigmoid", torch.zeros(experts), groups,

@@ -5,7 +5,7 @@ import torch
 
 import moe_routing
 from conftest import ON_GPU, assert_fully_written, poisoned_out, random_bias, random_logits
-from moe_routing.measure.verify import verify
+from moe_routing.verify import verify
 
 CASES = [  # (experts, topk, groups, topk_group, scoring)
     (256, 8, 1, 1, "sigmoid"), (256, 8, 8, 4, "sigmoid"), (128, 8, 1, 1, "softmax"), (384, 8, 1, 1, "sigmoid"),

@@ -11,7 +11,7 @@ from conftest import DEVICE, random_bias, random_logits
 from moe_routing.cli import _parse_shapes, main
 from moe_routing.measure.bench import Measurement, Shape
 from moe_routing.measure.suite import markdown, plot
-from moe_routing.measure.verify import verify
+from moe_routing.verify import verify
 
 
 def good_result():

@@ -12,7 +12,7 @@ from conftest import (DEVICE, ON_GPU, assert_fully_written, assert_plans_agree, 
 from moe_routing import reference
 from moe_routing.call import check_call
 from moe_routing.kernels import all_plans, token_class
-from moe_routing.kernels.launch import TOKEN_CLASS_STARTS
+from moe_routing.kernels.rules import TOKEN_CLASS_STARTS
 
 SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     (256, 8, 1, 1, "sigmoid", True), (384, 8, 1, 1, "sigmoid", True), (64, 6, 1, 1, "sigmoid", True),
@@ -166,7 +166,7 @@ def test_large_12k_class_drops_step_ahead_loads_where_measured():
     keep the LARGE class's plan. The plans without them give the same bits as
     those with (they only change when values arrive), and match float64 (224 and 512 experts: shapes
     ``test_every_plan_matches_float64`` lacks)."""
-    from moe_routing.kernels.launch import LARGE, LARGE_12K
+    from moe_routing.kernels.rules import LARGE, LARGE_12K
 
     def plans(experts, **shape):
         return _class_plans((LARGE, LARGE_12K), experts, **shape)
@@ -187,7 +187,7 @@ def test_large_12k_class_drops_step_ahead_loads_where_measured():
 def _class_plans(tclasses, experts, groups=1, kept=1, scoring="sigmoid", topk=8, wide_loads=True):
     """The rule's plans, one a token class of ``tclasses``, for bf16 rows of ``experts`` experts (a bias with sigmoid
     scoring; ``wide_loads``: aligned rows)."""
-    from moe_routing.kernels.launch import choose_plan
+    from moe_routing.kernels.rules import choose_plan
 
     bias = torch.zeros(experts) if scoring == "sigmoid" else None
     call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), topk, scoring, bias, groups, kept, True, 1.0, None)
@@ -199,7 +199,7 @@ def _class_plans_agree(experts, tclasses, seed, bias_seed):
     token class's plan forced: every plan fully writes its outputs and matches float64, and all give the same bits.
     Returns the plans."""
     from moe_routing.kernels import launch
-    from moe_routing.kernels.launch import choose_plan, tensor_traits
+    from moe_routing.kernels.rules import choose_plan, tensor_traits
     from conftest import assert_fully_written, poisoned_out, verify
 
     tokens = 5
@@ -227,7 +227,7 @@ def test_huge_42k_class_keeps_step_ahead_loads_below_it_where_measured():
     Softmax rows, 256 experts, grouped rows, lists of 16 keys and unaligned rows (no word tile) keep v23's plan in
     both classes. The plans with them give the same bits as those without (they only change when values arrive) and
     match float64 (320 and 448 experts: shapes ``test_every_plan_matches_float64`` lacks)."""
-    from moe_routing.kernels.launch import HUGE_32K, HUGE_42K
+    from moe_routing.kernels.rules import HUGE_32K, HUGE_42K
 
     def plans(experts, **shape):
         return _class_plans((HUGE_32K, HUGE_42K), experts, **shape)
@@ -255,7 +255,7 @@ def test_unchecked_streams_only_where_measured():
     (rows the tail must redo) and ``test_every_plan_matches_float64`` run these plans, and
     ``test_large_12k_class_drops_step_ahead_loads_where_measured`` the 224- and 512-expert ones against float64 and
     against their LARGE_12K plans, which keep the check."""
-    from moe_routing.kernels.launch import CLASS_NAMES, choose_plan
+    from moe_routing.kernels.rules import CLASS_NAMES, choose_plan
 
     def unchecked(experts, scoring="sigmoid", groups=1, kept=1, topk=8, biased=True, dtype=torch.bfloat16):
         bias = torch.zeros(experts) if biased else None
@@ -283,7 +283,7 @@ def test_store_first_only_where_measured():
     grouped lane-per-row tile in one pass; sigmoid rows only. Every other plan stores after the redo: the flat
     lane-per-row tile (measured slower), the two-lane tile below 65536 tokens, decode and small batches, softmax,
     lists of 16 keys. ``test_store_first_gives_the_same_bits`` checks what the plans give."""
-    from moe_routing.kernels.launch import CLASS_NAMES, choose_plan
+    from moe_routing.kernels.rules import CLASS_NAMES, choose_plan
 
     def stored_first(experts, scoring="sigmoid", groups=1, kept=1, topk=8, dtype=torch.bfloat16):
         bias = torch.zeros(experts) if scoring == "sigmoid" else None
@@ -313,7 +313,7 @@ def test_store_first_gives_the_same_bits(experts, groups, kept, tclass_name):
     to the exact redo (a NaN row, an -inf row, an +inf among finite logits) and a call whose bias leaves the window
     (every row exact) — each row written once (poisoned outputs fully written), matching float64, the same bits."""
     from moe_routing.kernels import launch
-    from moe_routing.kernels.launch import CLASS_NAMES, choose_plan, tensor_traits
+    from moe_routing.kernels.rules import CLASS_NAMES, choose_plan, tensor_traits
     from conftest import verify
 
     tokens = 7 if not ON_GPU else 67
@@ -344,7 +344,7 @@ def test_word_loads_only_where_rows_are_aligned(dtype, experts):
     """The word tiles (from 65536 tokens: a lane per row at 256 experts, two lanes per row at 384) read
     16-bit logits as 64-bit words only from 16-byte aligned rows; the same call on unaligned views of the
     same values takes the plain loads (at 384 experts another tile) and gives the same bits."""
-    from moe_routing.kernels.launch import HUGE_64K, choose_plan, wide_loads_ok
+    from moe_routing.kernels.rules import HUGE_64K, choose_plan, wide_loads_ok
 
     tokens = 67 if ON_GPU else 5
     logits = random_logits(tokens, experts, dtype, seed=11)
@@ -377,7 +377,7 @@ def test_register_cap_only_on_the_measured_tile(monkeypatch):
     """ptxas's register cap (``Plan.maxnreg``) goes only to the grouped one-pass tile of a lane per row with
     lists of 8 from 65536 tokens (where it was measured faster, NOTES.md v11), and never on ROCm, whose
     Triton refuses the option."""
-    from moe_routing.kernels.launch import ONE_WAVE_REGISTERS
+    from moe_routing.kernels.rules import ONE_WAVE_REGISTERS
 
     def capped_plans():
         capped = []
@@ -406,8 +406,8 @@ def test_bias_read_per_thread_gives_the_shared_loads_bits(experts, bias_dtype):
     steps, the last one reloading itself), and both match float64."""
     from conftest import assert_fully_written, poisoned_out
     from moe_routing.kernels import launch
-    from moe_routing.kernels.launch import HUGE_64K, choose_plan
-    from moe_routing.measure.verify import verify
+    from moe_routing.kernels.rules import HUGE_64K, choose_plan
+    from moe_routing.verify import verify
 
     tokens = 67 if ON_GPU else 5
     logits = random_logits(tokens, experts, torch.bfloat16, seed=21)
@@ -460,7 +460,7 @@ def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_grou
     if shift and not renormalize:
         pytest.skip("renormalising changes the stores only: the window keys' rows suffice")
     from moe_routing.kernels import launch
-    from moe_routing.kernels.launch import LATENCY, choose_plan, rounds_ok, tensor_traits
+    from moe_routing.kernels.rules import LATENCY, choose_plan, rounds_ok, tensor_traits
     from conftest import assert_fully_written, poisoned_out
 
     tokens = 6
@@ -500,7 +500,7 @@ def test_groups_ranked_in_the_rounds_tile_with_tied_scores(groups, topk_group, w
     logits from a few values, so that group scores tie everywhere, keep the lower groups and experts as the
     reference does (ids exact), with the same bits as the lane merge's plan; -inf, NaN and part-invalid rows."""
     from moe_routing.kernels import launch
-    from moe_routing.kernels.launch import LATENCY, choose_plan, tensor_traits
+    from moe_routing.kernels.rules import LATENCY, choose_plan, tensor_traits
     from conftest import assert_fully_written, poisoned_out
 
     gen = torch.Generator().manual_seed(groups)
@@ -531,7 +531,7 @@ def test_rounds_only_where_they_apply():
     to 512 experts and K = 8, on one row of one warp; not for longer rows, K > 8, softmax of float32 logits
     (64-bit keys) or tiles of several rows; from 2048 to 3071 tokens (MEDIUM) only sigmoid rows of 256 or 512 experts
     on 16-bit logits; none from 3072."""
-    from moe_routing.kernels.launch import LATENCY, MEDIUM, MEDIUM_3K, SMALL, choose_plan, rounds_ok
+    from moe_routing.kernels.rules import LATENCY, MEDIUM, MEDIUM_3K, SMALL, choose_plan, rounds_ok
 
     def plan(experts, topk, scoring="sigmoid", dtype=torch.bfloat16, tclass=LATENCY):
         call = check_call(torch.zeros(1, experts, dtype=dtype), topk, scoring, None, 1, 1, True, 1.0, None)
@@ -556,7 +556,7 @@ def test_scores_handed_over_where_measured_faster():
     """Kernel v20's stores (the weights from the scores the rounds hand over) on every decode plan with rounds;
     beyond decode sizes only for flat rows of at most 256 experts (512 experts and grouped rows measured slower
     there); never without rounds."""
-    from moe_routing.kernels.launch import HUGE, LATENCY, MEDIUM, SMALL, choose_plan
+    from moe_routing.kernels.rules import HUGE, LATENCY, MEDIUM, SMALL, choose_plan
 
     def constexprs(experts, groups=1, kept=1, tclass=LATENCY, scoring="sigmoid"):
         call = check_call(torch.zeros(1, experts, dtype=torch.bfloat16), 8, scoring, None, groups, kept, True, 1.0,
@@ -580,7 +580,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from moe_routing.call import check_call
-from moe_routing.kernels.launch import LARGE, LATENCY, choose_plan, tensor_traits
+from moe_routing.kernels.rules import LARGE, LATENCY, choose_plan, tensor_traits
 
 
 def rule_plan(experts, topk, groups, topk_group, scoring, with_bias, dtype, tclass):
@@ -648,7 +648,7 @@ def test_dense_and_strided_stores_give_the_same_bits(experts, topk, groups, topk
     buffers as into strided views (where it falls back to the strided stores) and as with DENSE_OUT off, fully
     written, and the strided way writes nothing outside its views."""
     from moe_routing.kernels import launch
-    from moe_routing.kernels.launch import tensor_traits
+    from moe_routing.kernels.rules import tensor_traits
 
     tokens = 67 if ON_GPU else 5
     logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + 3)
@@ -685,7 +685,8 @@ def test_dense_and_strided_stores_give_the_same_bits(experts, topk, groups, topk
 def test_dense_outputs_decide_the_stores():
     """``dense_outputs``: only [T, K] buffers with strides (K, 1) at 16-byte aligned addresses; ``with_outputs``
     keeps a bitonic plan's DENSE_OUT only for them, never turns it on, and leaves rounds plans alone."""
-    from moe_routing.kernels.launch import dense_outputs, rounds_plan, with_outputs
+    from moe_routing.kernels.launch import dense_outputs, with_outputs
+    from moe_routing.kernels.rules import rounds_plan
 
     weights, ids = poisoned_out(10, 8)
     assert dense_outputs(weights, ids, 8)
@@ -725,7 +726,8 @@ def test_grid_wait_only_on_nvidia_from_hopper(monkeypatch, capability, hip, enab
     MOE_ROUTING_PDL=0; never on ROCm, older GPUs or CPU tensors; nothing else of the plan changes."""
     import importlib
 
-    from moe_routing.kernels.launch import choose_plan, with_device
+    from moe_routing.kernels.launch import with_device
+    from moe_routing.kernels.rules import choose_plan
 
     launch_module = importlib.import_module("moe_routing.kernels.launch")
 

@@ -33,10 +33,13 @@ def use_host_route(entry) -> None:
 
 
 def _kernel_module():
+    """moe_routing.kernels, imported on first use; the C++ host path hands its entry point to
+    ``use_host_route`` once it is built (the kernels never import this module)."""
     global _kernels
     if _kernels is None:
         from . import kernels
 
+        kernels.host_launch.on_load(use_host_route)
         _kernels = kernels
     return _kernels
 

@@ -3,7 +3,7 @@
 It implements docs/semantics.md line by line, vectorised over tokens, with no attention to speed.
 :func:`route` has the signature of :func:`moe_routing.route` and computes in float32, as the kernels
 must.  :func:`evaluate` is the same computation at any precision with its intermediate decisions
-exposed; :mod:`moe_routing.measure.verify` runs it in float64 to judge kernel results and measure
+exposed; :mod:`moe_routing.verify` runs it in float64 to judge kernel results and measure
 how close each row is to a tie.
 """
 

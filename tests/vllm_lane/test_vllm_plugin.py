@@ -14,7 +14,7 @@ pytest.importorskip("vllm.forward_context")  # the real vLLM, not a folder named
 
 from moe_routing import dispatch, reference  # noqa: E402
 from moe_routing.integrations import vllm as plugin  # noqa: E402
-from moe_routing.measure.verify import verify  # noqa: E402
+from moe_routing.verify import verify  # noqa: E402
 
 ROUTER = "vllm.model_executor.layers.fused_moe.router."
 

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ..call import check_call
-from ..measure.verify import MARGIN, decision_margins
+from ..verify import MARGIN, decision_margins
 from ..op import route
 from ..reference import evaluate
 

@@ -40,6 +40,14 @@ PARAMS = {
 
 _module = None
 _load_failed = False
+_listeners = []  # called with the extension's ``route`` once it is loaded (op.use_host_route)
+
+
+def on_load(listener) -> None:
+    """Call ``listener(entry)`` with the C++ entry point once the extension is loaded (at once if it is)."""
+    _listeners.append(listener)
+    if _module is not None:
+        listener(_module.route)
 
 
 def loaded():
@@ -57,7 +65,7 @@ def load(require_driver: bool = True):
     global _module, _load_failed
     if _module is not None or _load_failed:
         return _module
-    from .launch import TOKEN_CLASS_STARTS
+    from .rules import TOKEN_CLASS_STARTS
 
     try:
         from torch.utils.cpp_extension import load as build
@@ -80,9 +88,8 @@ def load(require_driver: bool = True):
     module.configure(MAX_EXPERTS, MAX_TOPK, MAX_GROUPS, TOKEN_CLASS_STARTS,
                      raw_stream or _no_cuda, current_device or _no_cuda, triton.knobs.runtime)
     _module = module
-    from .. import op
-
-    op.use_host_route(module.route)
+    for listener in _listeners:
+        listener(module.route)
     return module
 
 

@@ -18,7 +18,7 @@ import triton.language as tl
 from .. import op, reference
 from ..op import route
 from .bench import Inputs
-from .verify import verify
+from ..verify import verify
 
 
 @triton.jit
@@ -95,7 +95,8 @@ def arm_route_without_pdl(inputs: Inputs):
     the device-time A/B of ``launch.with_device``. It launches through Triton's own binder (a forced plan), so its eager
     host time is not route()'s."""
     from ..call import check_call
-    from ..kernels.launch import choose_plan, launch, tensor_traits
+    from ..kernels.launch import launch
+    from ..kernels.rules import choose_plan, tensor_traits
 
     shape, logits = inputs.shape, inputs.logits[0]
     call = check_call(logits, shape.topk, shape.scoring, inputs.bias, shape.groups, shape.topk_group, True,

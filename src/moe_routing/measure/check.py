@@ -2,7 +2,7 @@
 
 Every case routes a batch that mixes ordinary rows, rows full of exact ties, and garbage rows
 (NaN / inf, as CUDA-graph padding can hold) through ``route()`` and judges the result against the
-float64 semantics (:mod:`moe_routing.measure.verify`).
+float64 semantics (:mod:`moe_routing.verify`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 
 from ..call import check_call
 from ..op import route
-from .verify import verify
+from ..verify import verify
 
 
 @dataclass(frozen=True)

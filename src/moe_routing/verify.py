@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..call import check_call
-from ..reference import Evaluation, evaluate
+from .call import check_call
+from .reference import Evaluation, evaluate
 
 MARGIN = 1e-6
 WEIGHT_TOL = 2e-6
