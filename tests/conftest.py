@@ -4,10 +4,7 @@ Without a GPU the Triton kernels run through Triton's interpreter on CPU tensors
 must be set before Triton is first imported, so it is set here, at collection time.
 """
 
-import json
 import os
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
@@ -83,7 +80,7 @@ def assert_plans_agree(results):
 def route_and_check(logits, topk, **kwargs):
     """Route into poisoned buffers, check every element written and the result against float64.
 
-    Returns the verdict; near-tie rows are counted for the session summary.
+    Returns the verdict; near-tie rows are counted for the summary line.
     """
     out = poisoned_out(logits.shape[0], topk, logits.device)
     weights, ids = moe_routing.route(logits, topk, out=out, **kwargs)
@@ -111,31 +108,29 @@ def random_bias(experts, dtype=torch.float32, seed=1, scale=0.5, device=DEVICE):
     return (torch.randn(experts, generator=gen) * scale).to(dtype).to(device)
 
 
-_WORKER_TOTALS: list[str] = []  # the directory xdist workers leave their totals in (controller only)
+_WORKER_TOTALS: list[dict] = []  # the totals xdist workers sent back (controller only)
+
+
+def pytest_configure(config):
+    """An xdist worker sends its near-tie totals back with its output (read in ``pytest_testnodedown``)."""
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["moe_routing_totals"] = _TOTALS
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node):
-    """pytest-xdist: tell each worker where to leave its near-tie totals for the summary."""
-    if not _WORKER_TOTALS:
-        _WORKER_TOTALS.append(tempfile.mkdtemp(prefix="moe-routing-totals-"))
-    node.workerinput["moe_routing_totals_dir"] = _WORKER_TOTALS[0]
-
-
-def pytest_sessionfinish(session):
-    workerinput = getattr(session.config, "workerinput", None)
-    if workerinput is not None:
-        Path(workerinput["moe_routing_totals_dir"], f"{workerinput['workerid']}.json").write_text(json.dumps(_TOTALS))
+def pytest_testnodedown(node, error):
+    """pytest-xdist: a worker finished; keep its totals for the summary."""
+    totals = getattr(node, "workeroutput", {}).get("moe_routing_totals")
+    if totals:
+        _WORKER_TOTALS.append(totals)
 
 
 def pytest_terminal_summary(terminalreporter):
     totals = dict(_TOTALS)
-    for directory in _WORKER_TOTALS:
-        for part in Path(directory).glob("gw*.json"):
-            for key, value in json.loads(part.read_text()).items():
-                totals[key] += value
-            part.unlink()
-        Path(directory).rmdir()
+    for part in _WORKER_TOTALS:
+        for key, value in part.items():
+            totals[key] += value
     if totals["calls"]:
         terminalreporter.write_line(
             f"moe-routing float64 checks on {DEVICE}: {totals['calls']} calls, {totals['rows']} rows, "

@@ -149,7 +149,7 @@ def test_garbage_padding_rows_do_not_disturb_real_rows(scoring_func):
 def test_saturated_sigmoids_without_bias(experts):
     """sigmoid(20) and sigmoid(30) are both 1.0 in float32. Up to 512 experts the kernel ranks by that value
     (window keys: a tie, lower index first, like the reference); beyond 512 flat sigmoid without bias is
-    ranked by the logits (kernel v9: the larger logit first, as float64 has it). Both are near ties."""
+    ranked by the logits (the larger logit first, as float64 has it). Both are near ties."""
     logits = torch.zeros(2, experts, device=DEVICE)
     logits[:, 5] = 20.0
     logits[:, 9] = 30.0

@@ -80,7 +80,7 @@ def test_custom_op_fake_has_no_outputs():
 @pytest.mark.skipif(not ON_GPU, reason="programmatic dependent launch needs a GPU")
 @pytest.mark.parametrize("tokens", [1, 128, 8192])
 def test_pdl_keeps_stream_order_with_the_kernels_around_it(tokens):
-    """Kernel v27 is launched with programmatic dependent launch on GPUs that have it (compute capability 9.0+): its
+    """Kernels are launched with programmatic dependent launch on GPUs that have it (compute capability 9.0+): its
     programs may start while the previous kernel drains, so they must still read the logits that kernel writes, and the
     kernel after route() must read route's outputs. A chain in one stream, eager and replayed from a graph: a kernel
     writes the logits from one of several sources, route() routes them, kernels copy its outputs away; every step

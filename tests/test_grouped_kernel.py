@@ -92,7 +92,7 @@ def test_every_key_encoding_of_the_grouped_path(case):
 @pytest.mark.parametrize("experts,groups,kept,topk", [
     (256, 8, 4, 8), (512, 16, 8, 8), (64, 2, 1, 6), (256, 4, 2, 16), (128, 4, 3, 5),
     # steps of two groups, each over two lanes (lists of 8, 16 and 32 keys): the tiles whose group scores
-    # came out wrong on the H200 before kernel v10 (NOTES.md v10)
+    # once came out wrong on the H200 only (docs/kernel-design-log.md)
     (128, 2, 1, 4), (64, 2, 1, 12), (512, 8, 4, 20)])
 def test_one_pass_gives_the_two_pass_bits(experts, groups, kept, topk):
     """Groupings the one-pass path serves (launch.one_pass_ok): every plan, and each one-pass plan's
@@ -113,7 +113,7 @@ def test_one_pass_gives_the_two_pass_bits(experts, groups, kept, topk):
     # must not count towards its group's score), in even groups valid and low
     logits[6, 0::size] = -8.0
     logits[6, size::2 * size] = float("-inf")
-    logits[6, size::4 * size] = float("inf")  # +inf is as invalid as -inf (v12's group scores tell by x * 0)
+    logits[6, size::4 * size] = float("inf")  # +inf is as invalid as -inf (the group scores tell by x * 0)
     logits = logits.to(DEVICE)
     bias = random_bias(experts, seed=groups)
     bias[size:2 * size] = bias[:size]
@@ -128,8 +128,8 @@ def test_one_pass_gives_the_two_pass_bits(experts, groups, kept, topk):
 
 def test_one_pass_steps_of_groups_over_several_lanes():
     """The rule's one-pass tiles include steps of two groups, each spread over two lanes, for the groupings
-    test_one_pass_gives_the_two_pass_bits adds for them: the class that was wrong on the H200 before
-    kernel v10 stays covered."""
+    test_one_pass_gives_the_two_pass_bits adds for them: the class that was once wrong on the H200
+    only stays covered."""
     from moe_routing.call import check_call
     from moe_routing.kernels import all_plans
     from moe_routing.kernels.rules import one_pass_step

@@ -195,7 +195,7 @@ def test_declines_cpu_tensors_even_when_registered(host):
 
 
 def test_declines_pdl_kernels_without_cuLaunchKernelEx(host):
-    """A kernel launched with programmatic dependent launch (kernel v27) needs the driver's cuLaunchKernelEx: where it
+    """A kernel launched with programmatic dependent launch needs the driver's cuLaunchKernelEx: where it
     cannot be found, registering it is declined (its calls stay on the Python path, which Triton launches) and calls of
     its key are not taken here; a kernel launched plainly registers."""
     if host.open_driver():

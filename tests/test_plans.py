@@ -22,19 +22,19 @@ SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     # more than 512 experts (exact keys); grouped softmax (rounds); short grouped rows (no run filter)
     (256, 8, 8, 4, "sigmoid", False), (160, 6, 8, 3, "sigmoid", True), (512, 8, 64, 8, "sigmoid", True),
     (1024, 8, 16, 4, "sigmoid", True), (160, 6, 8, 3, "softmax", False), (96, 6, 4, 2, "sigmoid", True),
-    # lists of 32 keys (K > 16, kernel v9): window keys, grouped, softmax; sigmoid without bias (exact keys
-    # of the logit beyond 512 experts, kernel v9; window keys up to 512)
+    # lists of 32 keys (K > 16): window keys, grouped, softmax; sigmoid without bias (exact keys
+    # of the logit beyond 512 experts; window keys up to 512)
     (256, 32, 1, 1, "sigmoid", True), (512, 20, 8, 4, "sigmoid", True), (200, 17, 1, 1, "softmax", False),
     (1024, 24, 1, 1, "sigmoid", False), (256, 8, 1, 1, "sigmoid", False),
-    # one pass, steps of two groups over two lanes each, without bias (the groups' largest s; kernel v10)
+    # one pass, steps of two groups over two lanes each, without bias (the groups' largest s)
     (128, 4, 2, 1, "sigmoid", False),
-    # flat rows of one step on the four-lane tiles with step-ahead loads: the step's load before the window (v14)
+    # flat rows of one step on the four-lane tiles with step-ahead loads: the step's load before the window
     (128, 8, 1, 1, "sigmoid", True),
     # flat rows that two lanes cannot read as whole word steps: the lane-per-row word tile with step-ahead loads
-    # from 16384 tokens (v15), five steps a row
+    # from 16384 tokens, five steps a row
     (160, 8, 1, 1, "sigmoid", True),
-    # more than 16 groups (v18): 32 groups (the rounds on tiles of several rows, all pairs on one-row tiles), with
-    # lists of 32 keys on v18's four-lane tile
+    # more than 16 groups: 32 groups (the rounds on tiles of several rows, all pairs on one-row tiles), with
+    # lists of 32 keys on the many-groups four-lane tile
     (256, 20, 32, 4, "sigmoid", True),
 ]
 
@@ -52,7 +52,7 @@ def test_every_plan_matches_float64(experts, topk, groups, topk_group, scoring, 
 
 
 def test_float32_rows_every_plan():
-    """float32 logits have plans of their own from 4096 tokens (kernel v16: the four-lane tiles without
+    """float32 logits have plans of their own from 4096 tokens (the four-lane tiles without
     step-ahead loads for 256 experts and more): every plan of the float32 rule against float64."""
     tokens = 67 if ON_GPU else 5
     logits = random_logits(tokens, 384, torch.float32, seed=384)
@@ -66,7 +66,7 @@ def test_float32_rows_every_plan():
 
 @pytest.mark.parametrize("experts,groups,topk_group", [(256, 1, 1), (160, 1, 1), (384, 1, 1), (256, 8, 4)], ids=str)
 def test_infinite_logits_among_finite_ones_on_every_plan(experts, groups, topk_group):
-    """Kernel v25's streams of runs key infinite logits as if finite (c = 1 + b for +inf, b for -inf) and leave them to
+    """Unchecked streams of runs (``CHECKED_STREAM`` off) key infinite logits as if finite (c = 1 + b for +inf, b for -inf) and leave them to
     the tail, which redoes a row with exact keys when one of its top runs' experts is not finite. Rows where that
     matters: a lone +inf (its fake key is the row's largest, so its run is always a top run), several +inf, a -inf
     with a large bias (its fake c = b tops the row), +inf and NaN together, an +inf row, and rows without any. Every
@@ -94,7 +94,7 @@ def test_infinite_logits_among_finite_ones_on_every_plan(experts, groups, topk_g
 
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no bias"])
 def test_many_groups_with_tied_scores_on_every_plan(with_bias):
-    """64 groups of 4 with 8 kept (kernels v17-v18 keep groups in rounds on tiles of several rows from 32
+    """64 groups of 4 with 8 kept (the kernels keep groups in rounds on tiles of several rows from 32
     groups on, by all-pairs rank on one-row tiles): logits from a few values, so that group scores tie everywhere; every plan's ids equal the
     reference's exactly (ties to the lower group and expert index), -inf and NaN rows included."""
     gen = torch.Generator().manual_seed(64)
@@ -161,7 +161,7 @@ def test_token_classes_are_monotone():
 
 
 def test_large_12k_class_drops_step_ahead_loads_where_measured():
-    """From 12288 to 16383 tokens (LARGE_12K, kernel v22's rule) sigmoid rows of 224, 256 and 512 experts (256
+    """From 12288 to 16383 tokens (LARGE_12K) sigmoid rows of 224, 256 and 512 experts (256
     grouped too) run the LARGE class's four-lane tile without step-ahead loads; 128 and 384 experts and softmax rows
     keep the LARGE class's plan. The plans without them give the same bits as
     those with (they only change when values arrive), and match float64 (224 and 512 experts: shapes
@@ -174,7 +174,7 @@ def test_large_12k_class_drops_step_ahead_loads_where_measured():
     for experts, groups, kept in ((224, 1, 1), (256, 1, 1), (512, 1, 1), (256, 8, 4)):
         large, large_12k = plans(experts, groups=groups, kept=kept)
         assert large.constexprs["PREFETCH"] and not large_12k.constexprs["PREFETCH"], (experts, groups)
-        # (the stream's finite check, v25, is its own rule: test_unchecked_streams_only_where_measured)
+        # (the stream's finite check is its own rule: test_unchecked_streams_only_where_measured)
         assert large_12k == large._replace(constexprs={**large.constexprs, "PREFETCH": False,
                                                        "CHECKED_STREAM": large_12k.constexprs["CHECKED_STREAM"]})
     for experts, scoring in ((128, "sigmoid"), (384, "sigmoid"), (256, "softmax")):
@@ -222,9 +222,9 @@ def _class_plans_agree(experts, tclasses, seed, bias_seed):
 
 
 def test_huge_42k_class_keeps_step_ahead_loads_below_it_where_measured():
-    """From 32768 to 42239 tokens (HUGE_32K, kernel v24's rule) flat sigmoid rows of 257-512 experts with K <= 8 run the
-    two-lane word tile with step-ahead loads; from 42240 (HUGE_42K) without, as v23's rule ran the whole range.
-    Softmax rows, 256 experts, grouped rows, lists of 16 keys and unaligned rows (no word tile) keep v23's plan in
+    """From 32768 to 42239 tokens (HUGE_32K) flat sigmoid rows of 257-512 experts with K <= 8 run the
+    two-lane word tile with step-ahead loads; from 42240 (HUGE_42K) without.
+    Softmax rows, 256 experts, grouped rows, lists of 16 keys and unaligned rows (no word tile) keep one plan in
     both classes. The plans with them give the same bits as those without (they only change when values arrive) and
     match float64 (320 and 448 experts: shapes ``test_every_plan_matches_float64`` lacks)."""
     from moe_routing.kernels.rules import HUGE_32K, HUGE_42K
@@ -248,7 +248,7 @@ def test_huge_42k_class_keeps_step_ahead_loads_below_it_where_measured():
 
 
 def test_unchecked_streams_only_where_measured():
-    """Kernel v25's rule: the four-lane tile's window keys skip the stream's finite check (``CHECKED_STREAM`` off) for
+    """The four-lane tile's window keys skip the stream's finite check (``CHECKED_STREAM`` off) for
     bf16 sigmoid rows with a bias, K <= 8, of 160, 224, 256 and 512 experts from 4096 tokens (LARGE), and of 256 also
     from 12288 (LARGE_12K); every other plan keeps it: 128, 192 and 384 experts, other token classes, softmax, no bias,
     float32 logits, grouped rows, lists of 16 keys. Exactness: ``test_infinite_logits_among_finite_ones_on_every_plan``
@@ -278,7 +278,7 @@ def test_unchecked_streams_only_where_measured():
 
 
 def test_store_first_only_where_measured():
-    """Kernel v26's rule: the window's rows are stored before the exact redo (``STORE_FIRST``) on the four-lane tile
+    """The window's rows are stored before the exact redo (``STORE_FIRST``) on the four-lane tile
     with runs of 4 and lists of 8 from 4096 tokens (LARGE up), and at 65536 tokens on the flat two-lane tile and the
     grouped lane-per-row tile in one pass; sigmoid rows only. Every other plan stores after the redo: the flat
     lane-per-row tile (measured slower), the two-lane tile below 65536 tokens, decode and small batches, softmax,
@@ -309,7 +309,7 @@ def test_store_first_only_where_measured():
 @pytest.mark.parametrize("experts,groups,kept,tclass_name", [(256, 1, 1, "large"), (384, 1, 1, "huge 64k"),
                                                              (256, 8, 4, "huge 64k")], ids=str)
 def test_store_first_gives_the_same_bits(experts, groups, kept, tclass_name):
-    """``STORE_FIRST`` (kernel v26) on and off on the rule's plans that take it: rows the window settles, rows it hands
+    """``STORE_FIRST`` on and off on the rule's plans that take it: rows the window settles, rows it hands
     to the exact redo (a NaN row, an -inf row, an +inf among finite logits) and a call whose bias leaves the window
     (every row exact) — each row written once (poisoned outputs fully written), matching float64, the same bits."""
     from moe_routing.kernels import launch
@@ -375,7 +375,7 @@ def test_word_loads_only_where_rows_are_aligned(dtype, experts):
 
 def test_register_cap_only_on_the_measured_tile(monkeypatch):
     """ptxas's register cap (``Plan.maxnreg``) goes only to the grouped one-pass tile of a lane per row with
-    lists of 8 from 65536 tokens (where it was measured faster, NOTES.md v11), and never on ROCm, whose
+    lists of 8 from 65536 tokens (where it was measured faster, (docs/kernel-design-log.md), and never on ROCm, whose
     Triton refuses the option."""
     from moe_routing.kernels.rules import ONE_WAVE_REGISTERS
 
@@ -400,7 +400,7 @@ def test_register_cap_only_on_the_measured_tile(monkeypatch):
 @pytest.mark.parametrize("bias_dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("experts", [160, 256])
 def test_bias_read_per_thread_gives_the_shared_loads_bits(experts, bias_dtype):
-    """Kernel v13: the flat lane-per-row word tile with step-ahead loads (the rule's from 65536 tokens at 160 and
+    """The flat lane-per-row word tile with step-ahead loads (the rule's from 65536 tokens at 160 and
     256 experts) reads each step's bias per thread; the same tile without them spreads one load over the warp
     through shared memory. Both give the same bits for a bias of any float dtype (160 experts: an odd number of
     steps, the last one reloading itself), and both match float64."""
@@ -450,8 +450,8 @@ ROUNDS_CASES = [  # (experts, topk, groups, topk_group, scoring, bias, logits dt
 @pytest.mark.parametrize("experts,topk,groups,topk_group,scoring,with_bias,dtype,bias_dtype", ROUNDS_CASES, ids=str)
 def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_group, scoring, with_bias, dtype,
                                                 bias_dtype, shift, renormalize):
-    """Decode plans select by K rounds of one warp-wide max (kernel v19) and store the weights from the scores
-    the rounds hand over (v20) where ``rounds_ok`` allows; the same tile with the lanes' sorts and merges instead
+    """Decode plans select by K rounds of one warp-wide max and store the weights from the scores
+    the rounds hand over where ``rounds_ok`` allows; the same tile with the lanes' sorts and merges instead
     gives the same bits, ties, non-finite rows (the exact redo), scores that underflow (kept as the window picked
     them, the weights re-read), padding and a bias outside the window (exact keys for the whole call) included,
     renormalised or not, into poisoned outputs."""
@@ -469,15 +469,15 @@ def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_grou
     logits[1, ::7] = float("nan")
     logits[2] = float("-inf")
     logits[3, 1::3] = logits[3, 0]  # many equal values among the best
-    if scoring == "sigmoid":  # scores near and under 2**-126, where the GPU's two sigmoids part (v20)
+    if scoring == "sigmoid":  # scores near and under 2**-126, where the GPU's two sigmoids part
         logits[5] = -85.0 - 5.0 * torch.rand(experts, generator=torch.Generator().manual_seed(5))
     bias = random_bias(experts, bias_dtype, seed=experts) + shift if with_bias else None
     call = check_call(logits, topk, scoring, bias, groups, topk_group, renormalize, 2.5, None)
     plan = choose_plan(call, LATENCY, **tensor_traits(logits, bias))
     assert plan.constexprs["ROUNDS"] and rounds_ok(call, plan.rows, plan.num_warps, dtype == torch.float32)
-    assert plan.constexprs["HANDOVER"]  # (v20) every decode plan with rounds hands the scores over
+    assert plan.constexprs["HANDOVER"]  # every decode plan with rounds hands the scores over
     merged = plan._replace(constexprs={**plan.constexprs, "ROUNDS": False})
-    reread = plan._replace(constexprs={**plan.constexprs, "HANDOVER": False})  # v19's stores (SMALL's 512 / 8)
+    reread = plan._replace(constexprs={**plan.constexprs, "HANDOVER": False})  # stores that re-read the logits (SMALL's 512 / 8)
     outputs = []
     for variant in (plan, merged, reread):
         weights, ids = poisoned_out(tokens, topk, logits.device)
@@ -495,8 +495,7 @@ def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_grou
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no bias"])
 @pytest.mark.parametrize("groups,topk_group", [(2, 1), (4, 2), (8, 4), (16, 5), (32, 7)])
 def test_groups_ranked_in_the_rounds_tile_with_tied_scores(groups, topk_group, with_bias):
-    """Grouped decode rows whose groups are whole threads rank their groups in the rounds' tile (v19; since v21
-    every group's score reaches every thread by one integer reduction, and each thread ranks its own group):
+    """Grouped decode rows whose groups are whole threads rank their groups in the rounds' tile (every group's score reaches every thread by one integer reduction, and each thread ranks its own group):
     logits from a few values, so that group scores tie everywhere, keep the lower groups and experts as the
     reference does (ids exact), with the same bits as the lane merge's plan; -inf, NaN and part-invalid rows."""
     from moe_routing.kernels import launch
@@ -553,7 +552,7 @@ def test_rounds_only_where_they_apply():
 
 
 def test_scores_handed_over_where_measured_faster():
-    """Kernel v20's stores (the weights from the scores the rounds hand over) on every decode plan with rounds;
+    """The rounds' handover (the weights from the scores the rounds hand over) on every decode plan with rounds;
     beyond decode sizes only for flat rows of at most 256 experts (512 experts and grouped rows measured slower
     there); never without rounds."""
     from moe_routing.kernels.rules import HUGE, LATENCY, MEDIUM, SMALL, choose_plan
@@ -611,7 +610,7 @@ for experts, topk, groups, topk_group, scoring, with_bias, dtype in CASES:
 
 
 def test_decode_plans_compile_for_the_gpu():
-    """The interpreter runs code that the compiler refuses (session 20: a jit helper returning early from a
+    """The interpreter runs code that the compiler refuses (once: a jit helper returning early from a
     constexpr branch passed every CI test and failed to compile for every sigmoid call without bias): the rule's
     decode plans of each key path compiled for sm_90 through ptxas, here without a GPU (a process without the
     interpreter: interpreted functions do not compile); the rounds' warp-wide max is a ``redux`` in the PTX."""
@@ -642,7 +641,7 @@ DENSE_SHAPES = [  # (experts, topk, groups, topk_group, scoring, with_bias): K f
 
 @pytest.mark.parametrize("experts,topk,groups,topk_group,scoring,with_bias", DENSE_SHAPES, ids=str)
 def test_dense_and_strided_stores_give_the_same_bits(experts, topk, groups, topk_group, scoring, with_bias):
-    """Kernel v23 stores dense outputs ([T, K], strides (K, 1), 16-byte aligned: ``launch.dense_outputs``) with the
+    """Dense outputs are stored ([T, K], strides (K, 1), 16-byte aligned: ``launch.dense_outputs``) with the
     layout compiled in (``DENSE_OUT``, the rule's lane-per-row plans), others element by element at their strides:
     every bitonic plan of the rule with DENSE_OUT on (forced where the rule has it off) gives the same bits into dense
     buffers as into strided views (where it falls back to the strided stores) and as with DENSE_OUT off, fully
@@ -721,7 +720,7 @@ class _CudaLogits:
     ((9, 0), None, True, True), ((10, 0), None, True, True), ((8, 9), None, True, False),
     ((9, 0), "6.4", True, False), ((9, 0), None, False, False)], ids=str)
 def test_grid_wait_only_on_nvidia_from_hopper(monkeypatch, capability, hip, enabled, expected):
-    """Kernel v27: the rule's plans are launched with programmatic dependent launch (``GRID_WAIT``: the wait as the
+    """The rule's plans are launched with programmatic dependent launch (``GRID_WAIT``: the wait as the
     programs' first instruction, and the launch attribute) on NVIDIA GPUs of compute capability 9.0 and later, unless
     MOE_ROUTING_PDL=0; never on ROCm, older GPUs or CPU tensors; nothing else of the plan changes."""
     import importlib
@@ -776,7 +775,7 @@ for experts, topk, groups, kept, scoring, tclass in CASES:
 
 
 def test_grid_wait_compiles_before_every_load_for_the_gpu():
-    """Kernel v27 compiled for sm_90 through ptxas here (the interpreter runs no inline PTX): with ``GRID_WAIT`` the
+    """The kernels compiled for sm_90 through ptxas here (the interpreter runs no inline PTX): with ``GRID_WAIT`` the
     kernel holds one ``griddepcontrol.wait``, before its first global load; without it none (the decode tile, the
     streaming tile, the rounds kernel)."""
     import os

@@ -67,7 +67,7 @@ def test_exact_keys_separate_values_one_ulp_apart():
 @pytest.mark.parametrize("experts", [64, 256], ids=["window from bits", "window from floats"])
 @pytest.mark.parametrize("entry", ["nan", "-nan", "inf", "-inf"])
 def test_a_non_finite_bias_entry_of_either_sign_takes_exact_keys(entry, experts):
-    # decode plans of short rows find the window's min and max from order-preserving bits (kernel v21), where a
+    # decode plans of short rows find the window's min and max from order-preserving bits, where a
     # NaN orders beyond the infinity of its sign; longer rows by float reductions: each kind of non-finite entry
     # alone must still make the window unusable on every plan
     logits, bias = _close_pair(_float32_ulp(0.75), experts=experts)

@@ -5,7 +5,7 @@ Selection without K sequential full-row reductions. Every expert gets one key th
 as the semantics do (larger choice value ``c`` first, ties to the lower index, invalid experts after
 valid ones, padding last); ``LANES`` lanes share a row; each lane streams its experts, keeps its top
 ``CHUNK`` keys with a bitonic merge per step, and the lanes' lists merge into the row's top ``CHUNK``
-by halving (``_merge_lanes``, kernel v7).
+by halving (``_merge_lanes``).
 
 Grouped routing (some group can be eliminated) runs a group stage first (``_kept_group_bits``): each
 group's score in float32 from the row, ``GROUPS_PER_LOAD`` groups per load, exactly as the reference
@@ -13,13 +13,13 @@ forms it (the sum of the two largest valid ``c``, by a pairwise max/min and an e
 the groups' ranks. The selection then streams every expert as on the flat path, and an expert of an
 eliminated group is not read and gets key 0 (below everything), so the same streaming code and tiles
 serve both paths; a run of the filter never straddles two groups (``GROUP`` divides the group size).
-``ONE_PASS`` (kernel v6, window keys, tiles whose steps hold whole groups) does both in one read of the
+``ONE_PASS`` (window keys, tiles whose steps hold whole groups) does both in one read of the
 row (``_select_one_pass``): each step's ``c`` feed the group scores and the keys, every step's sorted
 lists wait in registers until the groups are ranked, and the eliminated groups' lists become 0 before
 they merge: the same keys and the same bits as the two passes, with half the reads and sigmoids.
 (Streaming only the kept groups' experts instead needs a per-row gather of positions and of the bias,
 whose layout conversions cost more than the masked half of the stream: 50 vs 46 instructions per
-logit in session 6's static counts, benchmarks/NOTES.md v4.)
+logit in static counts, docs/kernel-design-log.md.)
 
 Two key encodings. Which one a row gets depends only on the bias and on that row, never on the
 batch or the tile, so results stay batch-invariant:
@@ -51,14 +51,14 @@ get the exact keys of the float32 logit. No sigmoid and no window: nothing is re
 ``exp(x - max)`` of the chosen logits over their float32 sum when renormalised (the row's softmax
 denominator cancels: the row is read once), else over the row's sum of ``exp(x - max)``, read again in
 an order that does not depend on the tile (``_softmax_total``). Flat sigmoid without bias beyond 512
-experts (kernel v9) is ranked the same way, by the exact keys of the float32 logit instead of those of its
+experts is ranked the same way, by the exact keys of the float32 logit instead of those of its
 sigmoid (sigmoid is strictly increasing; float32 sigmoids that tie where the logits differ, saturated near
 1 or underflowed to 0, are near ties); up to 512 experts it keeps window keys, which measured faster than
-16-bit logit keys there (NOTES.md v9).
+16-bit logit keys there (docs/kernel-design-log.md).
 
-Lists hold ``CHUNK`` = 8, 16 or 32 keys (K <= 32; 32 since kernel v9).
+Lists hold ``CHUNK`` = 8, 16 or 32 keys (K <= 32).
 
-Small batches (``ROUNDS``, kernel v19: one row on one warp, at most 512 experts, K <= 8, 32-bit keys; up to 2047
+Small batches (``ROUNDS``: one row on one warp, at most 512 experts, K <= 8, 32-bit keys; up to 2047
 tokens, or 3071 for 256 and 512 experts, by the rule) select without lanes' lists: each thread holds 2-16 of the row's experts, sorts their keys in registers, and K rounds
 each take the warp's largest first key with one 32-bit integer reduction (``REDUX`` on sm_80+) and move the
 winner's list up (``_select_rounds``). Same keys, so the same picks and bits as the lane merge.
@@ -69,26 +69,26 @@ consecutive experts (one max per expert) and streams those; the row's top ``CHUN
 ``CHUNK`` experts), so their ``CHUNK * GROUP`` experts are re-read (cache hits) and selected exactly.
 Weights come from re-reading the K chosen logits and the sigmoid of ``_common``.
 
-Loads (chosen per tile by launch.py's rule): ``PREFETCH`` (v5) reads each step's logits one step ahead
-and the first step's before the bias window; ``WORDS`` (v5, v6) reads aligned 16-bit logits as 64-bit
-words; with both on a lane-per-row tile each thread also reads its step's bias itself (v13, ``_step_bias``).
+Loads (chosen per tile by rules.py): ``PREFETCH`` reads each step's logits one step ahead
+and the first step's before the bias window; ``WORDS`` reads aligned 16-bit logits as 64-bit
+words; with both on a lane-per-row tile each thread also reads its step's bias itself (``_step_bias``).
 They only change when values arrive, never which values are used.
 
-Kernel v23 shortens the tiles of one or two lanes a row without changing a bit of any key: bfloat16 words unpack
+Tiles of one or two lanes a row take a shorter step without changing a bit of any key: bfloat16 words unpack
 straight to float32, a step's keys are formed by the experts' place in the step and get the step's index bits once
 per sorted key (``PLACE_LANES``), sorts of 8 run Batcher's network (``_sort_descending``), and the lane-per-row tail
 merges its 32 candidates as four sorted lists. Dense outputs are stored with their layout compiled in
 (``DENSE_OUT``, ``_store_outputs``: vector stores) on the lane-per-row tiles.
 
-Kernel v25 (``CHECKED_STREAM`` off, where launch.py's rule measured it faster: the four-lane tile) forms a stream's
+``CHECKED_STREAM`` off (where the rule measured it faster: the four-lane tile) forms a stream's
 window keys of runs without the finite check and leaves it to the tail, which re-keys its candidates exactly anyway and
 redoes a row with a non-finite candidate (``_finish_select``): the same picks and bits.
 
-Kernel v26 sorts the four-lane tile's 32 candidates a row as four lists of 8, one a thread, merged across the row's
-threads (``_finish_select``), and (``STORE_FIRST``, where launch.py's rule measured it faster) stores the rows the window
+The four-lane tile sorts its 32 candidates a row as four lists of 8, one a thread, merged across the row's
+threads (``_finish_select``); ``STORE_FIRST`` (where the rule measured it faster) stores the rows the window
 settles before the exact redo of the others (``_route_streaming``): the same bits.
 
-Kernel v27 (``GRID_WAIT``, on NVIDIA GPUs of compute capability 9.0 and later, launch.py's ``with_device``) is launched
+``GRID_WAIT`` (on NVIDIA GPUs of compute capability 9.0 and later, launch.py's ``with_device``): the kernel is launched
 with programmatic dependent launch: its programs may start while the stream's previous kernel drains, and each first
 waits (``griddepcontrol.wait``) until that kernel has completed and its writes are visible, before reading anything.
 """
@@ -163,7 +163,7 @@ def _finite_choice(x, choice):
 
 @triton.jit
 def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constexpr, CLAMP_BY_MAX: tl.constexpr = False):
-    """Window keys of experts ``expert`` from their ``_finite_choice`` values. ``CLAMP_BY_MAX`` (v25, the unchecked
+    """Window keys of experts ``expert`` from their ``_finite_choice`` values. ``CLAMP_BY_MAX`` (the unchecked
     stream): the floor clamp written as a max on the GPU, where without the finite check before it the select
     compiled to a compare and a select instead of one FMNMX (the same values: a NaN gets the floor either way)."""
     # an invalid logit's NaN lands on the floor with the values below the window; window keys are used
@@ -184,7 +184,7 @@ def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constex
 def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl.constexpr,
           FINITE: tl.constexpr = True):
     """Keys of experts ``expert`` (any shape) from their raw logits ``x`` and bias (None without). Window keys with
-    ``FINITE`` off (kernel v25: a stream whose tail checks its candidates, ``_finish_select``) skip the check that puts
+    ``FINITE`` off (a stream whose tail checks its candidates, ``_finish_select``) skip the check that puts
     an infinite logit on the floor: such an expert's key is then that of c = b (x = -inf) or 1 + b (+inf), at or above
     its floor key; a NaN logit reaches the floor either way."""
     if KEYS == LOGIT16_KEYS:  # softmax ranks as its logits do: their own 16 bits, made order-preserving
@@ -265,9 +265,9 @@ def _step_load(row_base, row_ok, lane, member, within, step, kept, NUM_EXPERTS: 
     ``WORDS`` (16-bit logits, rows 16-byte aligned; the host checks): each run of 4 experts is one 64-bit
     word, read two words per 16-byte load and unpacked in registers. Loaded as 16-bit values with runs
     of 4, a lane's 64 bytes take eight 8-byte loads; as words, four 16-byte loads: half the L1 requests
-    (the lane-per-row tile is L1-throughput-bound, NOTES.md v5). The loads are separate so that each
+    (the lane-per-row tile is L1-throughput-bound, (docs/kernel-design-log.md). The loads are separate so that each
     lands whole in its lane's thread: one [.., CHUNK] load is spread by Triton's coalescing over four
-    threads per row, and every compare-exchange after it shuffles (v5's word loads; NOTES.md v6).
+    threads per row, and every compare-exchange after it shuffles (the word loads of a four-lane tile; docs/kernel-design-log.md).
     """
     if WORDS and GROUP == 4 and kept is None and NUM_EXPERTS % (LANES * CHUNK * GROUP) == 0:
         PIECES: tl.constexpr = CHUNK // 2  # 16-byte loads per lane and step
@@ -294,10 +294,10 @@ def _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS: tl.const
 
     One load of [LANES, CHUNK, GROUP], which the compiler spreads over the rows' threads through shared memory
     (a store, a barrier and CHUNK 16-byte shared loads a step) — except on the lane-per-row word tile with
-    step-ahead loads (kernel v13), where the step's logits are in registers when the step begins and that
+    step-ahead loads, where the step's logits are in registers when the step begins and that
     exchange would be all its step waits on: there each thread reads its experts' bias itself, CHUNK 16-byte
     loads at addresses every row shares (the L1 serves a warp's as one), laid out as ``_step_load`` lays out
-    the logits. Without step-ahead loads that was no faster (NOTES.md v13).
+    the logits. Without step-ahead loads that was no faster (docs/kernel-design-log.md).
     """
     # _step_load's word condition, on a lane per row
     if WORDS and PREFETCH and LANES == 1 and GROUP == 4 and kept is None and NUM_EXPERTS % (LANES * CHUNK * GROUP) == 0:
@@ -318,7 +318,7 @@ def _unpack_words(words, dtype: tl.constexpr):
     """64-bit words [ROWS, LANES, 1, W] of four 16-bit logits each -> the logits [ROWS, LANES, W, 4] in order.
 
     bfloat16 logits come back as their float32 values (the same numbers: a bfloat16 is the top half of its
-    float32), one shift or one mask each (kernel v23; the 16-bit values' conversion took a shift down and a
+    float32), one shift or one mask each (the 16-bit values' conversion took a shift down and a
     shift up for the odd halves); float16 ones as float16."""
     low = words.to(tl.int32)
     high = (words >> 32).to(tl.int32)
@@ -362,7 +362,7 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
                FINITE: tl.constexpr = True):
     """One step of a lane from its logits ``x`` (``_step_load``): CHUNK runs of GROUP experts -> their
     best keys, sorted descending [ROWS, LANES, CHUNK]. Experts of eliminated groups get key 0, below
-    everything, like padding. On tiles of at most PLACE_LANES lanes the keys are formed by place (v23).
+    everything, like padding. On tiles of at most PLACE_LANES lanes the keys are formed by place.
     ``FINITE`` off: window keys without the finite check (``_select``'s ``CHECKED_STREAM``)."""
     PADDED: tl.constexpr = NUM_EXPERTS % (LANES * CHUNK * GROUP) != 0
     expert, present, _ = _step_experts(row_ok, lane, member, within, step, kept, NUM_EXPERTS, GROUP_SIZE,
@@ -389,13 +389,13 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
     return keys
 
 
-# Kernel v23, "keys by place": a step's 32-bit keys formed by the experts' place within the step, so that each key
+# "Keys by place": a step's 32-bit keys formed by the experts' place within the step, so that each key
 # takes one LEA with an immediate (the place is a constant per register), and the step's own part of the index put in
 # once per sorted key (an index below 512 is the step's base, a multiple of the step's span, plus the place, so
 # 511 - index = (511 - place) ^ base): the same order within the step, then the same keys. With Batcher's sorts, on
-# tiles of at most PLACE_LANES lanes a row (measured faster there: 2-7% from 16384 tokens, session 24 run 1); on four
+# tiles of at most PLACE_LANES lanes a row (measured faster there: 2-7% from 16384 tokens); on four
 # lanes the keys by place measured 6-8% slower at 8192 tokens (run 2), and with them back the sorts and dense stores
-# still 1-7% slower (run 3), so those tiles keep v22's step.
+# still 1-7% slower, so those tiles keep the plain step.
 PLACE_LANES = tl.constexpr(2)
 
 
@@ -408,12 +408,12 @@ SORT8_LOW = tl.constexpr((1, 3, 5, 7, 2, 3, 6, 7, 2, 6, 4, 5, 6, 7, 4, 5, 2, 4, 
 def _sort_descending(keys, NETWORK: tl.constexpr):
     """``keys`` [A, B, N] sorted descending along the last axis. With ``NETWORK``, 32-bit keys of N = 8 that each
     thread holds whole (A x B at least 32 lists: a warp's worth, so the compiler gives each thread whole lists) by
-    Batcher's network (kernel v23: 19 compare-exchanges, each one integer max and one min, against ``tl.topk``'s
+    Batcher's network (19 compare-exchanges, each one integer max and one min, against ``tl.topk``'s
     24; the columns split and joined again in registers); otherwise by ``tl.topk`` (float64 keys: its compares and
     selects compiled shorter than float64 max and min; lists spread over threads: its shuffles, where splitting
     columns moved them between threads). The callers take the network where it measured no slower: the streaming
-    steps of tiles of one or two lanes a row, the lane-per-row tail, the rounds' sorts (session 24; the four-lane
-    tiles keep v22's code)."""
+    steps of tiles of one or two lanes a row, the lane-per-row tail, the rounds' sorts (the four-lane
+    tiles keep ``tl.topk``)."""
     N: tl.constexpr = keys.shape[2]
     IN_THREAD: tl.constexpr = keys.shape[0] * keys.shape[1] >= 32
     if NETWORK and N == 8 and keys.dtype == tl.uint32 and IN_THREAD:
@@ -483,7 +483,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
     the floor [ROWS]. ``x_first``: the first step's logits, when the caller loaded them already.
-    ``CHECKED_STREAM`` off (v25; window keys with runs): the stream's keys skip the finite check (``_keys``), the tail
+    ``CHECKED_STREAM`` off (window keys with runs): the stream's keys skip the finite check (``_keys``), the tail
     checks (``_finish_select``)."""
     UNCHECKED: tl.constexpr = not CHECKED_STREAM and KEYS == WINDOW_KEYS and GROUP > 1
     STEPS: tl.constexpr = (NUM_EXPERTS + LANES * CHUNK * GROUP - 1) // (LANES * CHUNK * GROUP)
@@ -494,7 +494,7 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
 
     # PREFETCH: each step's logits are loaded one step ahead, so that their memory latency overlaps the
     # previous step's keys and merge (in registers; Triton's num_stages pipelining through shared
-    # memory was slower, benchmarks/NOTES.md v4). The last step reloads itself rather than branch.
+    # memory was slower, (docs/kernel-design-log.md). The last step reloads itself rather than branch.
     if x_first is None:
         x = _step_load(row_base, row_ok, lane, member, within, 0, kept, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK,
                        GROUP, WORDS)
@@ -532,7 +532,7 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
     descending when ``SORTED``, else bitonic): the lanes merged, the top runs' experts selected exactly;
     returns what ``_select`` does.
 
-    ``STREAM_UNCHECKED`` (kernel v25; window keys with runs): the stream's keys skipped the finite check
+    ``STREAM_UNCHECKED`` (window keys with runs): the stream's keys skipped the finite check
     (``_keys``), so an infinite logit's key was at or above its true key (the floor). A run's best key can then only
     be too high, and only where the run holds an infinite logit: if none of the top CHUNK runs' experts is
     non-finite, those runs are the true top CHUNK runs, and the exact pick among them is the true one. A row with a
@@ -555,11 +555,11 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
             bias = tl.load(bias_ptr + candidate, mask=exists, other=0.0).to(tl.float32)
         keys = _keys(x, bias, candidate, exists, offset, scale, KEYS, kept is not None or NUM_EXPERTS % GROUP != 0)
         if CHUNK == 8 and GROUP == 4 and ROWS >= 32 and keys.dtype == tl.uint32:
-            # (v23) a row's 32 candidates in its thread (a lane per row): the runs sorted by pairs, as four lists of
+            # a row's 32 candidates in its thread (a lane per row): the runs sorted by pairs, as four lists of
             # 8 (Batcher's network), merged by halving (``_merge_lanes``): 248 min / max against tl.topk's 312
             best = _merge_lanes(_sort_descending(tl.reshape(keys, (ROWS, 4, 8)), True), True)
         elif CHUNK == 8 and GROUP == 4 and ROWS * 4 == 32 and keys.dtype == tl.uint32:
-            # (v26) the four-lane tile's 8 rows a warp: the same four lists of 8, one a thread, each of runs j and
+            # the four-lane tile's 8 rows a warp: the same four lists of 8, one a thread, each of runs j and
             # j + 4 (the two runs a thread's candidate loads hold; runs 2j and 2j + 1 took layout shuffles), merged
             # across the row's four threads by halving: 16 shuffles against tl.topk's 28, 136 fewer instructions
             # (sm_90, 256 / 8). Which candidates share a list does not matter: the top 8 of the 32 are the same keys
@@ -588,7 +588,7 @@ def _merge_lanes(best, SORTED: tl.constexpr):
     direction sorts (single min/max instructions). ``tl.topk`` over the lanes' keys would sort the
     already-sorted lists again and merge in alternating directions (a compare, a predicate and a select
     per key and stage instead of one min or max). A single lane's bitonic list is sorted by ``tl.topk``
-    as before v7: a bitonic merge there took the lane-per-row tile from 72 to 94 registers."""
+    as a full sort: a bitonic merge there took the lane-per-row tile from 72 to 94 registers."""
     ROWS: tl.constexpr = best.shape[0]
     LANES: tl.constexpr = best.shape[1]
     CHUNK: tl.constexpr = best.shape[2]
@@ -634,12 +634,12 @@ def _rounds_load(ptr, offset, ok, NUM_EXPERTS: tl.constexpr, PER: tl.constexpr):
 def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GROUPS: tl.constexpr,
                    GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr, CHUNK: tl.constexpr,
                    KEYS: tl.constexpr):
-    """Small batches (kernel v19: one row on one warp, at most 16 experts a thread, 32-bit keys; the rule gives it
+    """Small batches (one row on one warp, at most 16 experts a thread, 32-bit keys; the rule gives it
     decode sizes and the SMALL class, ``launch._bitonic_rule``): the row's top CHUNK keys by TOPK rounds of one
     warp-wide 32-bit max.
 
     ``x``, ``expert``, ``exists``: [32, PER], thread t's experts t * PER ... (``_rounds_load``); ``values``: the
-    same experts' float32 values to hand over (v20: a round's winner hands over its pick's), or None; ``bias`` the
+    same experts' float32 values to hand over (a round's winner hands over its pick's), or None; ``bias`` the
     same experts' float32 bias (None without); ``kept``: the kept groups' bits [1] from the group stage, or None:
     flat, or grouped with the groups ranked here (the kernel's ``GROUPS_IN_TILE``: each thread's experts inside
     one group), from the same ``c`` as the keys and in the same float32 arithmetic as the group stage, while the
@@ -650,7 +650,7 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
     instruction (Triton emits it for a 32-bit integer max over a whole warp), and the winner's list moves
     up one. The same keys as the streaming path, so the same top keys: where the lane merge's chain (a
     sort per lane and log2(lanes) halving merges, each of shuffles and compare stages) stood, a chain of
-    K reductions with two ALU steps between them (benchmarks/NOTES.md v19)."""
+    K reductions with two ALU steps between them (docs/kernel-design-log.md)."""
     PER: tl.constexpr = x.shape[1]
     IN_TILE: tl.constexpr = TOPK_GROUP < NUM_GROUPS and kept is None
     present = exists
@@ -669,7 +669,7 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
                                        TOPK_GROUP)
     else:
         keys = _keys(x, bias, expert, present, offset, scale, KEYS, True)
-    if PER >= 8 and CHUNK == 8 and PER <= 16:  # (v23) sorts of 8 by Batcher's network; 16 keys: two, merged
+    if PER >= 8 and CHUNK == 8 and PER <= 16:  # sorts of 8 by Batcher's network; 16 keys: two, merged
         keys = _merge_lanes(_sort_descending(tl.reshape(keys, (32, PER // 8, 8)), True), True)
     elif PER > CHUNK:  # a thread's top CHUNK: sorts of CHUNK keys and merges (a thread gives at most TOPK picks)
         keys = tl.topk(keys, CHUNK, dim=1)
@@ -683,7 +683,7 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
         for j in tl.static_range(LISTED):
             dropped = dropped + (tl.where(mine, lists[j], 0).to(tl.uint32),)
         lists = dropped
-    # the values' float32 bits, column by column: a round's winner hands over its head's value (v20; ``values``
+    # the values' float32 bits, column by column: a round's winner hands over its head's value (``values``
     # None: nothing handed over)
     if values is not None:
         value_bits = _columns(values.to(tl.uint32, bitcast=True), PER)
@@ -726,7 +726,7 @@ def _pick_column(columns, index, COUNT: tl.constexpr):
 @triton.jit
 def _complete_picks(picks, TOPK: tl.constexpr, KEYS: tl.constexpr):
     """Whether every one of the TOPK picks' keys is a valid expert's (none under the window, none invalid): the
-    last pick's, as the rounds pick in descending key order and validity is a lower bound on the key (v21: one
+    last pick's, as the rounds pick in descending key order and validity is a lower bound on the key (one
     compare after the rounds instead of TOPK)."""
     return _key_expert(picks[TOPK - 1], KEYS)[1]
 
@@ -748,10 +748,10 @@ def _tile_kept_groups(choice, HAS_BIAS: tl.constexpr, NUM_GROUPS: tl.constexpr, 
     scores (``_group_scores``: each thread's two largest, then its group's two largest, a set whatever the order;
     without bias the largest) and ranks (``kept_groups``: higher score, or equal and lower index, beats).
 
-    Kernel v21: every group's score reaches every thread by one 32-bit integer reduction (``REDUX``) of its
+    Every group's score reaches every thread by one 32-bit integer reduction (``REDUX``) of its
     order-preserving bits (scores hold no NaN and no -0: ``c`` never is -0), NUM_GROUPS of them side by side, and
-    each thread ranks its own group; v19's form gathered the scores into a [1, NUM_GROUPS] tile and summed the rank
-    matrix and the bits across the warp (ten dependent shuffle levels)."""
+    each thread ranks its own group, where gathering the scores into a [1, NUM_GROUPS] tile and summing the rank
+    matrix and the bits across the warp took ten dependent shuffle levels."""
     THREADS: tl.constexpr = 32 // NUM_GROUPS
     group = tl.arange(0, 32) // THREADS
     if HAS_BIAS:  # each group's two largest across its threads (butterfly shuffles), in every one of them
@@ -791,7 +791,7 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
                      GROUP_SIZE: tl.constexpr, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr, TOPK: tl.constexpr,
                      ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr, GROUP: tl.constexpr,
                      PREFETCH: tl.constexpr, WORDS: tl.constexpr, x_first=None):
-    """Grouped routing with window keys in one read of the row (kernel v6): what ``_select`` returns, and
+    """Grouped routing with window keys in one read of the row: what ``_select`` returns, and
     the kept groups' bits.
 
     Each step reads whole groups and each lane's part of a step lies in one group (the host checks:
@@ -840,7 +840,7 @@ def _select_one_pass(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset,
             keys = tl.topk(tl.max(_window_key(choice, expert[None], None, offset, scale, False), axis=3), CHUNK, dim=2)
         lists = lists + (keys,)  # [ROWS, LANES, CHUNK], best first
         # the step's groups' scores where the values lie (no reshape: see _step_group_scores), from the same
-        # values as the keys: NaN for a non-finite logit (kernel v12)
+        # values as the keys: NaN for a non-finite logit
         score = _step_group_scores(choice, bias is not None, GROUPS_PER_STEP)
         here = tl.arange(0, STEPS)[None, :, None] == step
         group_scores = tl.where(here, score[:, None, :], group_scores)
@@ -948,7 +948,7 @@ def _group_scores(choice, valid, HAS_BIAS: tl.constexpr):
 def _top2_last_axis(values):
     """The two largest of ``values`` (no NaN) along its last axis, which goes (the second -inf where that axis
     has one entry): pairs first, one max and one min per two in the thread that holds them, then
-    ``_top2_combine``'s exact merge. The group stage's groups and the one-pass steps' runs (v12)."""
+    ``_top2_combine``'s exact merge. The group stage's groups and the one-pass steps' runs."""
     AXIS: tl.constexpr = len(values.shape) - 1
     N: tl.constexpr = values.shape[AXIS]
     if N == 1:
@@ -968,12 +968,12 @@ def _step_group_scores(choice, HAS_BIAS: tl.constexpr, GROUPS_PER_STEP: tl.const
     pair, and the same float32 sum, whatever the order of reduction).
 
     Reduced where the values lie, never reshaped across lanes: reshaping [ROWS, LANES, CHUNK, GROUP] into
-    [ROWS, GROUPS_PER_STEP, GROUP_SIZE] (kernel v6 to v9) gave wrong group scores on the H200 for tiles whose
+    [ROWS, GROUPS_PER_STEP, GROUP_SIZE] gave wrong group scores on the H200 for tiles whose
     groups span several lanes (2 or 4 groups a step and 2 or 4 lanes a group: 28 to 67 of 67 rows with other
-    ids; `benchmarks/probes/one_pass_bisect.py`, NOTES.md v10) where Triton's interpreter is right
-    (`benchmarks/probes/reshape_repro.py` reproduces it in a 30-line kernel).
+    ids, docs/kernel-design-log.md) where Triton's interpreter is right; ``moe-routing census`` keeps judging
+    every tile class on the GPU for that reason.
 
-    Kernel v12: an invalid expert's NaN becomes -inf by ``c > -inf`` (a valid ``c`` is finite), which compiles
+    An invalid expert's NaN becomes -inf by ``c > -inf`` (a valid ``c`` is finite), which compiles
     to one max instead of the compare and select of masking by the logit; a run's experts pair up in the
     thread that holds them (``_top2_last_axis``, as in the group stage) instead of entering the top-2 merge
     one by one with a -inf second."""
@@ -1075,12 +1075,12 @@ def _ordered_int(value):
 def _warp_window(bias, BY_BITS: tl.constexpr):
     """``_window`` from the bias [32, PER] in the rounds' layout (one warp).
 
-    ``BY_BITS`` (kernel v21): by the order-preserving bits of every entry, each thread's smallest and largest,
+    ``BY_BITS``: by the order-preserving bits of every entry, each thread's smallest and largest,
     then the warp's by one 32-bit integer reduction each (``REDUX``), instead of two chains of five float shuffles
     and a third reduction for non-finite entries. Non-finite entries need no test of their own: an infinity or a
     NaN ends up as the smallest or the largest (a NaN's bits order it beyond the infinity of its sign), and neither
     then compares as finite. Its two conversions per entry cost more than the shuffles save on rows of 8 or 16
-    experts a thread (benchmarks/NOTES.md v21), so the rule's caller takes it for shorter rows and for grouped rows
+    experts a thread (docs/kernel-design-log.md), so the rule's caller takes it for shorter rows and for grouped rows
     ranked in the tile only; otherwise float reductions as in ``_window``.
 
     Both give ``_window``'s (offset, steps, usable): min and max are exact, and where they could differ, -0
@@ -1137,16 +1137,16 @@ def bitonic_kernel(
     PREFETCH: tl.constexpr,  # load each step's logits one step ahead
     WORDS: tl.constexpr,  # 16-bit logits read as 64-bit words (rows 16-byte aligned, runs of 4; launch.words_ok)
     ONE_PASS: tl.constexpr,  # grouped, window keys: groups ranked and experts keyed in one read of the row
-    ROUNDS: tl.constexpr = False,  # one row on one warp, <= 512 experts, 32-bit keys: _select_rounds (v19)
-    HANDOVER: tl.constexpr = False,  # ROUNDS: the weights from the scores the rounds hand over (v20)
+    ROUNDS: tl.constexpr = False,  # one row on one warp, <= 512 experts, 32-bit keys: _select_rounds
+    HANDOVER: tl.constexpr = False,  # ROUNDS: the weights from the scores the rounds hand over
     DENSE_OUT: tl.constexpr = False,  # outputs [T, K] with strides (K, 1), 16-byte aligned (launch.dense_outputs)
-    CHECKED_STREAM: tl.constexpr = True,  # window keys of runs checked finite in the stream, else in the tail (v25)
-    STORE_FIRST: tl.constexpr = False,  # the window's rows stored before the exact redo, not after it (v26)
-    GRID_WAIT: tl.constexpr = False,  # launched with PDL: wait for the stream's previous kernel first (v27)
+    CHECKED_STREAM: tl.constexpr = True,  # window keys of runs checked finite in the stream, else in the tail
+    STORE_FIRST: tl.constexpr = False,  # the window's rows stored before the exact redo, not after it
+    GRID_WAIT: tl.constexpr = False,  # launched with PDL: wait for the stream's previous kernel first
 ):
     if GRID_WAIT:  # nothing is read before the previous kernel has completed and its writes are visible
         tl.extra.cuda.gdc_wait()
-    if ROUNDS:  # one row on one warp (kernel v19; v20's stores)
+    if ROUNDS:  # one row on one warp
         _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
                          stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, LANES,
@@ -1171,10 +1171,10 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      STORE_FIRST: tl.constexpr):
     """ROWS rows a program, LANES lanes a row: the lanes' lists (module docstring).
 
-    ``STORE_FIRST`` (kernel v26): the rows the window keys settle are stored before the exact redo of the others
+    ``STORE_FIRST``: the rows the window keys settle are stored before the exact redo of the others
     (which then store their own), so that the common path runs straight on from the selection to its stores; the
     redo's ~2800 instructions otherwise lie between them, and every warp, reaching its stores at about the same
-    time, waits on fetching their code (benchmarks/NOTES.md v26). Each row is stored once either way."""
+    time, waits on fetching their code (docs/kernel-design-log.md). Each row is stored once either way."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
     rows64 = rows.to(tl.int64)
@@ -1196,7 +1196,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
     x_exact = x_first if GROUP == 1 else None
     # ranked by the logits themselves: softmax, and flat sigmoid without bias beyond the window keys' 512
     # experts (exact keys of the logit instead of the sigmoid's: no sigmoid per expert). No window, nothing
-    # to redo. Window keys stay faster than the 16-bit logit keys for sigmoid without bias (NOTES.md v9).
+    # to redo. Window keys stay faster than the 16-bit logit keys for sigmoid without bias (docs/kernel-design-log.md).
     LOGIT16: tl.constexpr = logits_ptr.dtype.element_ty.primitive_bitwidth == 16 and NUM_EXPERTS <= WINDOW_EXPERTS
     BY_LOGIT: tl.constexpr = SOFTMAX or (bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
                                          and NUM_EXPERTS > WINDOW_EXPERTS)
@@ -1286,7 +1286,7 @@ def _store_outputs(weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_ro
                    expert, TOPK: tl.constexpr, CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
     """Store the first TOPK of each row's ``weights`` and ``expert`` [R, CHUNK] where ``row_ok`` [R].
 
-    ``DENSE_OUT`` (kernel v23; ``launch.dense_outputs``: both outputs [T, K] with strides (K, 1) and 16-byte aligned):
+    ``DENSE_OUT`` (``launch.dense_outputs``: both outputs [T, K] with strides (K, 1) and 16-byte aligned):
     the strides as constants and the rows' alignment told to the compiler, so that a row's values leave in vector
     stores (16 bytes where 4 K is a multiple of 16: K = 8 takes two 16-byte stores a row and output instead of eight
     4-byte ones), under a mask constant along the row where K fills the slots. Otherwise element by element, at
@@ -1311,7 +1311,7 @@ def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, stride_w_row, 
                  stride_i_col, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr, RENORMALIZE: tl.constexpr,
                  CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
     """``_store_row`` for one row whose TOPK picks are all valid (``store``: stores nothing otherwise), from the
-    rounds' keys and logits (scalars, the same in every thread: kernel v20) with the same arithmetic as
+    rounds' keys and logits (scalars, the same in every thread) with the same arithmetic as
     ``_store_row`` (``sigmoid_scores``, or exp(x - the first pick's x), and ``finish_weights``' pairwise sum
     over CHUNK slots with 0 past TOPK), so the same bits, without re-reading the logits or a reduction across
     threads. Straight-line code (no branch): each pick's score is formed while the later rounds run."""
@@ -1353,12 +1353,12 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                      CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, GROUPS_PER_LOAD: tl.constexpr,
                      PREFETCH: tl.constexpr, WORDS: tl.constexpr, HANDOVER: tl.constexpr, DENSE_OUT: tl.constexpr):
     """One row on one warp (``ROUNDS``): the row (and bias) in the rounds' layout, the window, the picks by K
-    warp-wide maxima (``_select_rounds``, v19) and their weights. ``HANDOVER`` (v20): each round's winner also
+    warp-wide maxima (``_select_rounds``) and their weights. ``HANDOVER``: each round's winner also
     hands over its pick's score (sigmoid) or logit (softmax), and a row whose picks are all valid stores weights
     formed from these scalars (``_store_picks``): no re-read of the logits, no reduction across threads, no
     shared-memory round trip before the stores; fewer steps on the row's chain, more instructions per row (the
     rule keeps it where measured faster). Otherwise, and for the rows ``_store_picks`` leaves, the window's
-    picks with their logits re-read (``_store_row``, v19); rows with a pick under the window or invalid, and rows
+    picks with their logits re-read (``_store_row``); rows with a pick under the window or invalid, and rows
     whose bias window is unusable, take the streaming path's exact keys."""
     tl.static_assert(BLOCK_EXPERTS <= WINDOW_EXPERTS)
     PER: tl.constexpr = BLOCK_EXPERTS // 32
@@ -1366,7 +1366,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
     row_ok = row < num_rows
     rows64 = row + tl.zeros((1,), tl.int64)
     rows_ok = rows64 < num_rows
-    # grouped: the groups ranked in this tile where each thread's experts lie in one group (v19), else the
+    # grouped: the groups ranked in this tile where each thread's experts lie in one group, else the
     # group stage first
     GROUPS_IN_TILE: tl.constexpr = (TOPK_GROUP < NUM_GROUPS and NUM_EXPERTS == BLOCK_EXPERTS
                                     and GROUP_SIZE % PER == 0)
@@ -1400,11 +1400,11 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
         bias = None
         if bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
             bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
-            offset, steps, usable = _warp_window(bias, PER <= 4 or GROUPS_IN_TILE)  # (measured: v21)
+            offset, steps, usable = _warp_window(bias, PER <= 4 or GROUPS_IN_TILE)  # (measured faster: design log)
         else:
             offset, steps, usable = _window(None, NUM_EXPERTS, BLOCK_EXPERTS)
         # the keys are formed whatever the window (a row whose window is unusable ignores them); the picks' scores
-        # handed over are the keys' own sigmoids (v20), ``sigmoid_scores``' bits wherever those are normal floats
+        # handed over are the keys' own sigmoids, ``sigmoid_scores``' bits wherever those are normal floats
         # (``_window_sigmoid``)
         handed = None
         if HANDOVER:
@@ -1426,7 +1426,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                 chosen, valid = _picks_tile(picks, TOPK, CHUNK, WINDOW_KEYS)
             else:  # exact keys: a pick under the window (or invalid), or a window outside (-4, 4) or non-finite
                 kept_stage = kept
-                if GROUPS_IN_TILE:  # the tile's groups (from the same c), or the group stage where v19 ran it
+                if GROUPS_IN_TILE:  # the tile's groups (from the same c), or the group stage
                     if usable:
                         kept_stage = kept_tile
                     else:

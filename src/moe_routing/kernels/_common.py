@@ -40,11 +40,11 @@ def kept_groups(group_scores, NUM_GROUPS: tl.constexpr, TOPK_GROUP: tl.constexpr
     number of real groups beating it (higher score, or an equal score and a lower index), a permutation of
     the real groups, so exactly TOPK_GROUP of them are kept; all pairs at once, the shortest chain. With
     more groups on tiles of several rows the pairs are too many (64 groups: 4096 per row, unrolled in the
-    thread that holds the row; a plan compiled for ~9 minutes, benchmarks/NOTES.md v17): TOPK_GROUP rounds
+    thread that holds the row; a plan compiled for ~9 minutes): TOPK_GROUP rounds
     instead, each keeping the best group left (the lowest index among equal scores). Both give the same
     groups: the rounds keep them in rank order (the scores hold no NaN: invalid experts are -inf before the
-    group stage). One row a program spreads its pairs over the warp, where v17's rounds (two reductions
-    across lanes a round) were slower at decode sizes (v18).
+    group stage). One row a program spreads its pairs over the warp, where the rounds (two reductions
+    across lanes a round) were slower at decode sizes.
     """
     g = tl.arange(0, BLOCK_GROUPS)
     if BLOCK_GROUPS <= 16 or group_scores.shape[0] == 1:  # (at most 64 groups: call.MAX_GROUPS)

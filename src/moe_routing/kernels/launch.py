@@ -29,7 +29,7 @@ _PDL_ENABLED = os.environ.get(PDL_ENV_SWITCH, "1") != "0"  # ``programmatic_laun
 
 def dense_outputs(weights: torch.Tensor, ids: torch.Tensor, topk: int) -> bool:
     """Whether both outputs are [T, K] with strides (K, 1) and 16-byte aligned, so that a bitonic plan may store them
-    with the layout compiled in (``DENSE_OUT``, kernel v23: vector stores). What ``route()`` allocates always is; an
+    with the layout compiled in (``DENSE_OUT``: vector stores). What ``route()`` allocates always is; an
     ``out=`` pair usually is. Plans are keyed on it (``launcher_key``; host_launch.cpp's key likewise)."""
     return _dense(weights.stride(), ids.stride(), weights.data_ptr(), ids.data_ptr(), topk)
 
@@ -61,14 +61,14 @@ def programmatic_launch_ok(index: int) -> bool:
 
 
 def with_device(plan: Plan, logits: torch.Tensor) -> Plan:
-    """The rule's ``plan`` for the device of ``logits``: ``GRID_WAIT`` on where ``programmatic_launch_ok`` (kernel v27).
+    """The rule's ``plan`` for the device of ``logits``: ``GRID_WAIT`` on where ``programmatic_launch_ok``.
 
     The kernel is then launched with the programmatic-stream-serialization attribute, so that its launch overlaps the
     end of the stream's previous kernel, and its programs execute ``griddepcontrol.wait`` before anything else: no
     input is read and no output written before that kernel has completed and its writes are visible, so results and
-    stream order are what a plain launch gives (nothing is triggered early for the kernel after). Session 28 (NOTES.md
-    v27): 0.17-0.31 µs a call at 1 and 128 tokens under graph replay, 1.5-3.6% from 1024 to 32768 tokens, equal within
-    drift at 65536. Plans a caller forces (``launch(plan=...)``: tests, probes, the census) are launched as given."""
+    stream order are what a plain launch gives (nothing is triggered early for the kernel after): 0.17-0.31 µs a call
+    at 1 and 128 tokens under graph replay on the H200, 1.5-3.6% from 1024 to 32768 tokens (design log: "PDL").
+    Plans a caller forces (``launch(plan=...)``: tests, the census) are launched as given."""
     if not logits.is_cuda or not programmatic_launch_ok(logits.get_device()):
         return plan
     return plan._replace(constexprs={**plan.constexprs, "GRID_WAIT": True})

@@ -91,7 +91,7 @@ def arm_route_python_launch(inputs: Inputs):
 
 
 def arm_route_without_pdl(inputs: Inputs):
-    """route(out=)'s kernel and plan launched without programmatic dependent launch (kernel v27's ``GRID_WAIT`` off):
+    """route(out=)'s kernel and plan launched without programmatic dependent launch (``GRID_WAIT`` off):
     the device-time A/B of ``launch.with_device``. It launches through Triton's own binder (a forced plan), so its eager
     host time is not route()'s."""
     from ..call import check_call
