@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import warnings
 
 import click
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The commands print their own results. Left out: NumPy's warnings from inside Triton's interpreter (exp
+    overflowing to inf, NaN arithmetic on the garbage rows: both intended) and transformers' log lines."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
+        try:
+            import transformers
+
+            verbosity = transformers.logging.get_verbosity()
+            transformers.logging.set_verbosity_error()
+        except ImportError:
+            transformers = None
+        try:
+            yield
+        finally:
+            if transformers is not None:
+                transformers.logging.set_verbosity(verbosity)
 
 
 def _choose_device(device: str | None) -> str:
@@ -48,9 +70,12 @@ def check(tokens: int | None, device: str | None) -> None:
 
     device = _choose_device(device)
     tokens = tokens or (4096 if device == "cuda" else 24)
-    from .measure.check import run_check
+    from .measure.check import MODEL_CASES, run_check
 
-    rows = run_check(tokens, device)
+    from tqdm import tqdm
+
+    with _quiet(), tqdm(total=len(MODEL_CASES), desc="check", unit="case", file=sys.stderr) as bar:
+        rows = run_check(tokens, device, progress=lambda case: bar.update())
     click.echo(f"moe-routing check: {_backend(device)}, {tokens} rows per case "
                "(3/4 ordinary, 1/8 exact ties, 1/8 NaN/inf garbage), bf16 logits, float32 bias\n")
     click.echo(tabulate(rows, headers="keys", tablefmt="github"))
@@ -122,9 +147,13 @@ def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out, fr
         sys.exit(2)
     from .measure.suite import PRESETS, run_suite, write_outputs
 
+    from tqdm import tqdm
+
     shapes = _parse_shapes(specs, tokens) if specs else PRESETS[preset]
     click.echo(f"reproduce: moe-routing {' '.join(sys.argv[1:])}")
-    result = run_suite(shapes, arms.split(",") if arms else None, rounds, calls_per_graph, replays, log=click.echo)
+    with _quiet(), tqdm(total=len(shapes), desc="bench", unit="shape", file=sys.stderr) as bar:
+        result = run_suite(shapes, arms.split(",") if arms else None, rounds, calls_per_graph, replays,
+                           progress=lambda shape: bar.update())
     paths = write_outputs(result, Path(out))
     click.echo("\n" + paths["markdown"].read_text())
     click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
@@ -133,7 +162,8 @@ def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out, fr
 @main.command()
 @click.option("--out", type=click.Path(), default="report", show_default=True)
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda if present.")
-@click.option("--check-tokens", type=int, default=None, help="Rows per check case [default: 4096 GPU, 24 CPU].")
+@click.option("--check-tokens", type=click.IntRange(min=1), default=None,
+              help="Rows per check case [default: 4096 GPU, 16 CPU].")
 @click.option("--bench-preset", type=click.Choice(["targets", "smoke", "wide", "none"]), default="targets",
               show_default=True)
 def report(out, device, check_tokens, bench_preset) -> None:
@@ -144,10 +174,11 @@ def report(out, device, check_tokens, bench_preset) -> None:
     from .measure.report import write_report
     from .measure.shadow import TINY_FAMILIES
 
-    path = write_report(Path(out), device, _backend(device), check_tokens or (4096 if device == "cuda" else 24),
-                        None if bench_preset == "none" else bench_preset, TINY_FAMILIES, log=click.echo)
+    with _quiet():
+        path = write_report(Path(out), device, _backend(device), check_tokens or (4096 if device == "cuda" else 16),
+                            None if bench_preset == "none" else bench_preset, TINY_FAMILIES)
     click.echo(path.read_text())
-    click.echo(f"wrote {path}")
+    click.echo(f"wrote {path} and its plots")
 
 
 @main.command()
@@ -168,10 +199,66 @@ def shadow(families, model_path, prompts, prompt_tokens, new_tokens, device) -> 
 
     models = {model_path: lambda: load_model(model_path, device)} if model_path else {
         f"tiny {f}": (lambda f=f: tiny_model(f, device=device)) for f in (families or TINY_FAMILIES)}
-    results = {name: run_shadow(build(), prompts, prompt_tokens, new_tokens) for name, build in models.items()}
+    from tqdm import tqdm
+
+    results = {}
+    with _quiet(), tqdm(total=len(models), desc="shadow", unit="model", file=sys.stderr) as bar:
+        for name, build in models.items():
+            results[name] = run_shadow(build(), prompts, prompt_tokens, new_tokens)
+            bar.update()
     click.echo(f"moe-routing shadow: {_backend(device)}; the model keeps its own routing, route() runs on the "
                "identical logits into scratch\n")
     click.echo(tabulate(shadow_table(results), headers="keys", tablefmt="github"))
+
+
+def _name_value(ctx, param, values):
+    for value in values:
+        if "=" not in value or not value.split("=", 1)[0]:
+            raise click.BadParameter(f"{value!r}: expected NAME=VALUE, e.g. ONE_PASS=True")
+    return values
+
+
+@main.command()
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes to split the classes over (compiling dominates).")
+@click.option("--only", "families", multiple=True, type=click.Choice(["flat", "one-pass", "two-pass", "rounds"]),
+              help="Only these families of classes (repeatable) [default: all].")
+@click.option("--where", multiple=True, callback=_name_value, metavar="NAME=VALUE",
+              help="Only classes whose plan has this constexpr value, e.g. --where STORE_FIRST=True (repeatable).")
+@click.option("--float32", is_flag=True, help="The classes of float32 logits (their plans differ) [default: bf16].")
+@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True, help="Every N-th class only.")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="With --stride: start here.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N classes.")
+@click.option("--count", is_flag=True, help="Only count the classes, by family.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda if present.")
+def census(jobs, families, where, float32, stride, offset, limit, count, device) -> None:
+    """Every tile class the rules can choose, one call each with its plan forced, judged against float64.
+
+    Run it on a GPU after changing a kernel, a rule or Triton: Triton's interpreter (CI) runs the kernels'
+    semantics, not the compiled code. Exit 1 if any class fails."""
+    from collections import Counter
+
+    device = _choose_device(device)
+    from tqdm import tqdm
+
+    from .measure.census import run_census, select, tile_classes
+
+    classes = select(tile_classes(float32), families, where, stride, offset, limit)
+    click.echo(f"moe-routing census: {len(classes)} tile classes {dict(Counter(c.family for c in classes))}, "
+               f"{'float32' if float32 else 'bf16'} logits, {_backend(device)}")
+    if count:
+        return
+    failed = []
+    with _quiet(), tqdm(total=len(classes), unit="class", dynamic_ncols=True) as bar:
+        for cls, failures in run_census(classes, device, float32, jobs):
+            if failures:
+                failed.append(cls)
+                bar.write(f"FAILED {cls.label} [{cls.fingerprint}] {cls.plan.name} rows={cls.plan.rows} "
+                          f"warps={cls.plan.num_warps} {dict(cls.plan.constexprs)}: {'; '.join(failures)}")
+            bar.update()
+    click.echo(f"{len(classes)} tile classes run, {len(failed)} failed")
+    if failed:
+        sys.exit(1)
 
 
 @main.command()

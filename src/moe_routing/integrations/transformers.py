@@ -102,6 +102,10 @@ class ShadowRecorder:
     def rows_of(self, kind: str) -> int:
         return sum(1 for d in self.differing if d.kind == kind)
 
+    def route_wrong(self) -> int:
+        """Rows where route()'s experts differ from the float64 semantics outside near ties (0 when exact)."""
+        return sum(1 for d in self.differing if d.kind == "disagreement" and d.agrees not in ("route", "both"))
+
     def summary(self) -> dict:
         return {
             "calls": self.calls, "calls with all ids equal": self.calls_all_equal, "rows": self.rows,
@@ -152,6 +156,19 @@ _PATCH_ATTRIBUTE = "_moe_routing_patch"
 
 def supported(module: torch.nn.Module) -> bool:
     return type(module).__name__ in _BY_CLASS
+
+
+def router_calls(model: torch.nn.Module, tokens: int) -> list[tuple[torch.Tensor, dict]]:
+    """(logits, route() keyword arguments, topk included) of every supported router of ``model`` for ``tokens``
+    rows of zero hidden states: the calls a forward of that many tokens makes (to compile their kernels ahead)."""
+    calls = []
+    for module in model.modules():
+        if supported(module):
+            family = _BY_CLASS[type(module).__name__]
+            hidden = torch.zeros(tokens, module.hidden_dim, dtype=module.weight.dtype, device=module.weight.device)
+            with torch.no_grad():
+                calls.append((family.logits(module, hidden), family.arguments(module)))
+    return calls
 
 
 def patch(model: torch.nn.Module, mode: str = "replace", recorder: ShadowRecorder | None = None) -> ShadowRecorder | None:

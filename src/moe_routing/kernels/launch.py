@@ -178,20 +178,39 @@ def launch(
                 return launch(call, logits, bias, weights, ids)
 
     plan = with_outputs(plan or with_device(choose_plan(call, **tensor_traits(logits, bias)), logits), dense)
-    options = {} if plan.maxnreg is None else {"maxnreg": plan.maxnreg}  # ROCm's Triton refuses the option
-    if plan.constexprs.get("GRID_WAIT"):
-        options["launch_pdl"] = True
-    compiled = plan.kernel[(triton.cdiv(call.tokens, plan.rows),)](
-        logits, bias, stride,
-        weights, ids, weights.stride(0), weights.stride(1), ids.stride(0), ids.stride(1),
-        call.tokens, call.scale,
-        num_warps=plan.num_warps, **options, **plan.constexprs,
-    )
+    compiled = _run_triton(plan, call, logits, bias, weights, ids)
     if key is not None and key not in _launchers:
         direct = _DirectLaunch(compiled, plan) if _direct_launch_supported(compiled) else None
         _launchers[key] = direct
         if direct is not None and host_launch.enabled_by_environment() and host_launch.load() is not None:
             host_launch.register(call, logits, bias, weights, ids, compiled, plan.rows)
+
+
+def _run_triton(plan: Plan, call: RoutingCall, logits, bias, weights, ids, warmup: bool = False):
+    """The plan through Triton's own binder: compiled (or found in its caches) and, unless ``warmup``, launched."""
+    options = {} if plan.maxnreg is None else {"maxnreg": plan.maxnreg}  # ROCm's Triton refuses the option
+    if plan.constexprs.get("GRID_WAIT"):
+        options["launch_pdl"] = True
+    return plan.kernel.run(
+        logits, bias, logits.stride(0),
+        weights, ids, weights.stride(0), weights.stride(1), ids.stride(0), ids.stride(1),
+        call.tokens, call.scale,
+        grid=(triton.cdiv(call.tokens, plan.rows),), warmup=warmup,
+        num_warps=plan.num_warps, **options, **plan.constexprs,
+    )
+
+
+def compile_for(call: RoutingCall, logits: torch.Tensor, bias: torch.Tensor | None, weights: torch.Tensor,
+                ids: torch.Tensor) -> None:
+    """Compile the kernel ``launch`` would run on these tensors (GPU), without running it: Triton keeps the binary
+    in its caches, so the first real call of that plan only loads it. Safe to call from several threads at once
+    (Triton's passes release the GIL); a no-op in the interpreter, which compiles nothing."""
+    if not logits.is_cuda:
+        return
+    plan = with_device(choose_plan(call, **tensor_traits(logits, bias)), logits)
+    plan = with_outputs(plan, dense_outputs(weights, ids, call.topk))
+    with torch.cuda.device(logits.get_device()):
+        _run_triton(plan, call, logits, bias, weights, ids, warmup=True)
 
 
 def forget_launchers() -> None:

@@ -446,3 +446,59 @@ def two_passes(plan: Plan) -> Plan:
     """A one-pass grouped plan's tile in two passes (group stage, then the masked stream; no word loads,
     which that stream cannot take; no register cap, which was measured for one pass)."""
     return plan._replace(constexprs={**plan.constexprs, "ONE_PASS": False, "WORDS": False}, maxnreg=None)
+
+
+# ---- the variants, by name -------------------------------------------------------------------------------------
+
+class Variant(NamedTuple):
+    """A way the kernels can compute the same bits: what it is, and the test that fails when it breaks."""
+
+    what: str
+    test: str  # a test function in tests/
+
+
+VARIANTS: dict[str, Variant] = {
+    # switches of the bitonic kernel (constexprs; the rule sets them through SWITCHES)
+    "PREFETCH": Variant("each step's logits loaded one step ahead (and the first before the bias window)",
+                        "test_variant_switch_keeps_the_bits"),
+    "WORDS": Variant("aligned 16-bit logits read as 64-bit words", "test_variant_switch_keeps_the_bits"),
+    "ONE_PASS": Variant("grouped rows: the groups ranked and the experts keyed in one read of the row",
+                        "test_variant_switch_keeps_the_bits"),
+    "ROUNDS": Variant("one row on one warp selecting by K warp-wide 32-bit max reductions",
+                      "test_variant_switch_keeps_the_bits"),
+    "HANDOVER": Variant("with ROUNDS: each round's winner hands over its pick's score; no re-read of the logits",
+                        "test_variant_switch_keeps_the_bits"),
+    "DENSE_OUT": Variant("dense [T, K] outputs stored with their layout compiled in (vector stores)",
+                         "test_variant_switch_keeps_the_bits"),
+    "CHECKED_STREAM": Variant("off: the stream's window keys skip the finite check, the tail checks its candidates",
+                              "test_variant_switch_keeps_the_bits"),
+    "STORE_FIRST": Variant("the rows the window keys settle stored before the exact redo of the others",
+                           "test_variant_switch_keeps_the_bits"),
+    "GRID_WAIT": Variant("programmatic dependent launch: griddepcontrol.wait before the first load (sm_90+)",
+                         "test_grid_wait_compiles_before_every_load_for_the_gpu"),
+    # tiles and their parameters
+    "run filter": Variant("GROUP > 1: a lane streams the best key of each run of GROUP experts, the top runs are "
+                          "re-read and selected exactly", "test_every_plan_matches_float64"),
+    "lanes merged by halving": Variant("LANES lists of a row merged into one by log2(LANES) halvings",
+                                       "test_every_plan_matches_float64"),
+    "register cap": Variant("ONE_WAVE_REGISTERS on the grouped one-pass lane-per-row tile from 65536 tokens",
+                            "test_register_cap_only_on_the_measured_tile"),
+    "bias read per thread": Variant("PREFETCH with WORDS on a lane a row: each thread reads its step's bias",
+                                    "test_bias_read_per_thread_gives_the_shared_loads_bits"),
+    "groups ranked in the rounds' tile": Variant("ROUNDS on grouped rows whose groups are whole threads: the "
+                                                 "groups ranked by one reduction each",
+                                                 "test_groups_ranked_in_the_rounds_tile_with_tied_scores"),
+    "kept groups in rounds": Variant("more than 16 groups on tiles of several rows: the kept groups chosen in "
+                                     "TOPK_GROUP rounds instead of all pairs",
+                                     "test_many_groups_with_tied_scores_on_every_plan"),
+    # key encodings
+    "window keys": Variant("32-bit keys: sigmoid choice values quantised in the bias window, rows under it redone",
+                           "test_rows_below_the_window_are_redone_exactly"),
+    "exact keys": Variant("64-bit keys: float32 choice value bits above the inverted index",
+                          "test_windows_outside_the_range_take_exact_keys"),
+    "logit keys": Variant("softmax (and sigmoid without bias beyond 512 experts) ranked by the logits' own bits",
+                          "test_softmax_ranked_by_logits_on_every_plan"),
+    # the other kernel
+    "rounds kernel": Variant("every scoring, grouping and size: the row in registers, K rounds of one fused max",
+                             "test_every_plan_matches_float64"),
+}

@@ -63,8 +63,8 @@ def case_inputs(case: Case, tokens: int, device: str, seed: int = 0):
     return logits.to(torch.bfloat16).to(device), bias
 
 
-def run_check(tokens: int, device: str, cases=MODEL_CASES) -> list[dict]:
-    """Route and judge every case; one result row per case."""
+def run_check(tokens: int, device: str, cases=MODEL_CASES, progress=None) -> list[dict]:
+    """Route and judge every case; one result row per case. ``progress(case)`` is called after each case."""
     rows = []
     for case in cases:
         logits, bias = case_inputs(case, tokens, device)
@@ -86,4 +86,36 @@ def run_check(tokens: int, device: str, cases=MODEL_CASES) -> list[dict]:
             "max weight error": f"{verdict.max_weight_error:.1e}",
             "ok": "yes" if verdict.ok else "NO",
         })
+        if progress is not None:
+            progress(case)
     return rows
+
+
+def check_rows_plot(rows: list[dict], path, backend: str) -> None:
+    """The check's rows per case, by how each was decided (strictly equal, exact ties, near ties), marked by
+    whether the case matched float64."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["case"] for r in rows]
+    exact_ties = [r["exact-tie rows"] for r in rows]
+    near_ties = [r["near-tie rows"] for r in rows]
+    ordinary = [r["rows"] - e - n for r, e, n in zip(rows, exact_ties, near_ties)]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.6))
+    left = [0] * len(rows)
+    for values, label, color in ((ordinary, "rows equal to float64", "#4c72b0"),
+                                 (exact_ties, "decided by exact ties (checked strictly)", "#55a868"),
+                                 (near_ties, "near ties (either answer accepted)", "#c4ae52")):
+        ax.barh(names, values, left=left, label=label, color=color)
+        left = [a + b for a, b in zip(left, values)]
+    for y, row in enumerate(rows):
+        ax.text(left[y], y, "  ok" if row["ok"] == "yes" else "  FAILED", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("rows")
+    ax.set_title(f"moe-routing check against float64: {backend}", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

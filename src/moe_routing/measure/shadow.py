@@ -34,8 +34,10 @@ def tiny_config(family: str):
     if family == "mixtral":  # Mixtral routing: 8 experts, top-2
         return transformers.MixtralConfig(**common, num_local_experts=8, num_experts_per_tok=2)
     if family == "gpt_oss":  # gpt-oss-20b routing: 32 experts, top-4
-        return transformers.GptOssConfig(**common, num_local_experts=32, num_experts_per_tok=4, head_dim=16,
-                                         layer_types=["sliding_attention", "full_attention"], sliding_window=64)
+        # the default YaRN factor 32 over 4096 positions: max_position_embeddings as the checkpoints have it
+        return transformers.GptOssConfig(**{**common, "max_position_embeddings": 131072}, num_local_experts=32,
+                                         num_experts_per_tok=4, head_dim=16, sliding_window=64,
+                                         layer_types=["sliding_attention", "full_attention"])
     raise ValueError(f"family must be one of {', '.join(TINY_FAMILIES)}, got {family!r}")
 
 
@@ -51,6 +53,20 @@ def tiny_model(family: str, seed: int = 0, dtype: torch.dtype = torch.float32, d
             with torch.no_grad():
                 bias.normal_(0.0, 0.05)
     return model.to(device).eval()
+
+
+def router_inputs(family: str, device: str, *token_counts: int) -> list[tuple]:
+    """(logits, bias, topk, scoring, groups, kept) of the router calls a tiny ``family`` model makes for each of
+    ``token_counts`` (the report compiles their kernels ahead)."""
+    from ..integrations.transformers import router_calls
+
+    model = tiny_model(family, device=device)
+    jobs = []
+    for tokens in token_counts:
+        for logits, kw in router_calls(model, tokens):
+            jobs.append((logits, kw.get("correction_bias"), kw["topk"], kw["scoring_func"],
+                         kw.get("num_expert_group", 1), kw.get("topk_group", 1)))
+    return jobs
 
 
 def load_model(path: str, device: str, dtype: torch.dtype = torch.bfloat16):

@@ -18,7 +18,8 @@ import torch
 from . import arms as arm_factories
 from .bench import Shape, copy_bandwidth_bytes_per_s, make_inputs, run_interleaved
 
-# The issue's target table (H200, bf16 logits, fp32 bias, renormalise), µs per call under graph replay.
+# Device-time targets (H200, bf16 logits, fp32 bias, renormalise), µs per call under graph replay: the bench
+# marks each row's target beside it.
 TARGETS_US = {
     (64, 6, 1, 1, 1): 1.3, (64, 6, 1, 1, 128): 1.3,
     (256, 8, 1, 1, 1): 1.5, (256, 8, 1, 1, 128): 1.5, (256, 8, 1, 1, 8192): 4.0, (256, 8, 1, 1, 65536): 18.0,
@@ -37,13 +38,20 @@ PRESETS = {
     + [Shape(256, 8, t, 8, 4) for t in (1, 128, 1024, 8192, 16384, 32768, 65536)],
 }
 
+# The arms of the report: route() beside what a user would otherwise run (engine ops where importable, the
+# straightforward kernel, torch.max as the one-ATen-op yardstick, the launch floor); the A/B arms of route()'s
+# own variants and the reference arms (minutes of torch.compile) are for ``moe-routing bench --arms``.
+REPORT_ARMS = ["moe_routing.route(out=)", "moe_routing.route", "empty kernel", "torch.max(dim=-1)",
+               "straightforward Triton"]
+
 HOST_ARMS = {"moe_routing.route(out=)", "moe_routing.route", "moe_routing.route(out=) via Python", "torch.max(dim=-1)",
              "empty kernel"}
 
 
 def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, calls_per_graph: int,
-              replays: int, host_max_tokens: int = 128, log=print) -> dict:
-    """Measure every arm on every shape; return the JSON-able result."""
+              replays: int, host_max_tokens: int = 128, progress=None) -> dict:
+    """Measure every arm on every shape; return the JSON-able result. ``progress(shape)`` is called after each
+    shape."""
     bandwidth = copy_bandwidth_bytes_per_s()
     checked = {**arm_factories.PEERS, **arm_factories.ENGINES}
     factories = {**arm_factories.OURS, **arm_factories.BASELINES, **checked}
@@ -84,10 +92,8 @@ def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, cal
                      "bias": shape.bias, "dtype": str(shape.dtype).removeprefix("torch."), "label": shape.label,
                      "arm": "bytes floor", "device_median": floor, "device_min": floor, "device_max": floor,
                      "device_drift": 0.0})
-        ours = next((r for r in rows[::-1] if r["arm"] == "moe_routing.route(out=)" and r["label"] == shape.label
-                     and r["tokens"] == shape.tokens), None)
-        log(f"{shape.label:>28} T={shape.tokens:<6} route(out=) "
-            f"{ours['device_median']:.2f} us" if ours else f"{shape.label} T={shape.tokens}")
+        if progress is not None:
+            progress(shape)
     return {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -98,8 +104,22 @@ def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, cal
         "copy_bandwidth_TBps": bandwidth / 1e12,
         "calls_per_graph": calls_per_graph, "replays": replays, "rounds": rounds,
         "engine_notes": {name: sorted(n) for name, n in notes.items()},
+        "engines_present": sorted({r["arm"] for r in rows if r["arm"] in arm_factories.ENGINES}),
         "rows": rows,
     }
+
+
+def speedups(result: dict, ours: str = "moe_routing.route(out=)") -> dict[str, tuple[float, float, int]]:
+    """For every other arm that ran beside ``ours`` (not the floors): (lowest, highest) ratio of its device time
+    to ours over the shapes both ran, and how many shapes that is."""
+    index = {(r["label"], r["tokens"], r["arm"]): r.get("device_median") for r in result["rows"]}
+    ratios: dict[str, list[float]] = {}
+    for (label, tokens, arm), median in index.items():
+        mine = index.get((label, tokens, ours))
+        if arm.startswith("moe_routing") or arm in ("bytes floor", "empty kernel") or not median or not mine:
+            continue
+        ratios.setdefault(arm, []).append(median / mine)
+    return {arm: (min(r), max(r), len(r)) for arm, r in ratios.items()}
 
 
 def _cell(row: dict | None, kind: str = "device") -> str:
