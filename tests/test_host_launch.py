@@ -26,6 +26,7 @@ from test_errors import BAD_CALLS
 
 @pytest.fixture(scope="module")
 def host():
+    op._kernel_module()  # route() listens for the extension before it loads (so host_route sees its entry)
     module = host_launch.load(require_driver=ON_GPU)
     assert module is not None, "the C++ host path did not build (a C++ compiler and ninja are needed)"
     return module
