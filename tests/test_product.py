@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import DEVICE
+
 from moe_routing.cli import main
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "moe_routing"
@@ -95,7 +97,7 @@ def test_census_counts_and_judges_tile_classes():
     counted = runner.invoke(main, ["census", "--count", "--device", "cpu"])
     assert counted.exit_code == 0, counted.output
     assert "2200 tile classes" in counted.output
-    ran = runner.invoke(main, ["census", "--device", "cpu", "--only", "one-pass", "--where", "LANES=4", "--limit", "2"])
+    ran = runner.invoke(main, ["census", "--device", DEVICE, "--only", "one-pass", "--where", "LANES=4", "--limit", "2"])
     assert ran.exit_code == 0, ran.output
     assert "2 tile classes run, 0 failed" in ran.output
 
