@@ -16,7 +16,7 @@ import platform
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,37 +46,53 @@ class Stages:
 
 def _compile_ahead(device: str, check_cases, check_tokens: int, bench_shapes, families, stages: Stages) -> None:
     """Build the C++ host path and compile every kernel the stages below will launch, in parallel, so that the
-    stages time nothing but their own work (Triton caches the binaries on disk too)."""
+    stages time nothing but their own work (Triton caches the binaries on disk too).
+
+    Each plan is compiled once (calls that choose the same plan share it), the largest token counts first: their
+    tiles compile slowest (up to about a minute for a lane-a-row tile of 256 grouped experts), so they start at
+    once and the rest fill the other threads. Triton's compiler passes release the GIL, so threads compile in
+    parallel; the tiny models' router calls are gathered while the first kernels compile."""
     from ..call import check_call
     from ..kernels import host_launch
     from ..kernels.launch import compile_for
-    from .bench import make_inputs
+    from ..kernels.rules import choose_plan, tensor_traits
     from .check import case_inputs
     from .shadow import router_inputs
-
-    jobs = []
-    for case in check_cases:
-        logits, bias = case_inputs(case, check_tokens, device)
-        jobs.append((logits, bias, case.topk, case.scoring, case.groups, case.topk_group))
-    for shape in bench_shapes:
-        inputs = make_inputs(shape, l2_bytes=0)
-        jobs.append((inputs.logits[0], inputs.bias, shape.topk, shape.scoring, shape.groups, shape.topk_group))
-    for family in families:
-        jobs += router_inputs(family, device, SHADOW_PROMPTS * SHADOW_PROMPT_TOKENS, SHADOW_PROMPTS)
-
-    def compile_one(job):
-        logits, bias, topk, scoring, groups, kept = job
-        call = check_call(logits, topk, scoring, bias, groups, kept, True, 1.0, None)
-        weights = torch.empty(call.tokens, call.topk, device=device)
-        ids = torch.empty(call.tokens, call.topk, dtype=torch.int32, device=device)
-        compile_for(call, logits, bias, weights, ids)
 
     builder = None
     if host_launch.enabled_by_environment():
         builder = threading.Thread(target=host_launch.load, daemon=True)  # a ninja build: tens of seconds
         builder.start()
-    with stages.run("compile", len(jobs), "kernel") as bar, ThreadPoolExecutor(16) as pool:
-        for _ in pool.map(compile_one, jobs):
+
+    def compile_one(logits, bias, call):
+        weights = torch.empty(call.tokens, call.topk, device=device)
+        ids = torch.empty(call.tokens, call.topk, dtype=torch.int32, device=device)
+        compile_for(call, logits, bias, weights, ids)
+
+    planned, futures = set(), []
+
+    def submit(pool, logits, bias, topk, scoring, groups, kept):
+        call = check_call(logits, topk, scoring, bias, groups, kept, True, 1.0, None)
+        key = (repr(choose_plan(call, **tensor_traits(logits, bias))), logits.dtype, getattr(bias, "dtype", None))
+        if key not in planned:
+            planned.add(key)
+            futures.append(pool.submit(compile_one, logits, bias, call))
+
+    with stages.run("compile", None, "kernel") as bar, ThreadPoolExecutor(16) as pool:
+        for shape in sorted(bench_shapes, key=lambda shape: -shape.tokens):
+            logits = torch.randn(shape.tokens, shape.experts, device=device).to(shape.dtype)
+            bias = torch.zeros(shape.experts, device=device) if shape.bias else None
+            submit(pool, logits, bias, shape.topk, shape.scoring, shape.groups, shape.topk_group)
+        for case in check_cases:
+            logits, bias = case_inputs(case, check_tokens, device)
+            submit(pool, logits, bias, case.topk, case.scoring, case.groups, case.topk_group)
+        for family in families:
+            for job in router_inputs(family, device, SHADOW_PROMPTS * SHADOW_PROMPT_TOKENS, SHADOW_PROMPTS):
+                submit(pool, *job)
+        bar.total = len(futures)
+        bar.refresh()
+        for future in as_completed(futures):
+            future.result()
             bar.update()
         if builder is not None:
             bar.set_postfix_str("C++ host path")
