@@ -67,6 +67,7 @@ def test_report_leads_with_the_verdict_and_leaks_no_warning(tmp_path, monkeypatc
                                            "8"])
     assert result.exit_code == 0, result.output
     assert not caught, [str(w.message) for w in caught]
+    assert "warn" not in result.output.lower(), result.output  # logging too (transformers' configuration notes)
     text = (tmp_path / "report.md").read_text()
     lines = [line for line in text.splitlines() if line]
     assert lines[0] == "# moe-routing report"
