@@ -49,7 +49,7 @@ def _compile_ahead(device: str, check_cases, check_tokens: int, bench_shapes, fa
     stages time nothing but their own work (Triton caches the binaries on disk too).
 
     Each plan is compiled once (calls that choose the same plan share it), the largest token counts first: their
-    tiles compile slowest (up to about a minute for a lane-a-row tile of 256 grouped experts), so they start at
+    tiles compile slowest (a lane-a-row tile of 256 grouped experts is the last to finish), so they start at
     once and the rest fill the other threads. Triton's compiler passes release the GIL, so threads compile in
     parallel; the tiny models' router calls are gathered while the first kernels compile."""
     from ..call import check_call
@@ -80,8 +80,8 @@ def _compile_ahead(device: str, check_cases, check_tokens: int, bench_shapes, fa
 
     with stages.run("compile", None, "kernel") as bar, ThreadPoolExecutor(16) as pool:
         for shape in sorted(bench_shapes, key=lambda shape: -shape.tokens):
-            logits = torch.randn(shape.tokens, shape.experts, device=device).to(shape.dtype)
-            bias = torch.zeros(shape.experts, device=device) if shape.bias else None
+            logits = torch.empty(shape.tokens, shape.experts, dtype=shape.dtype, device=device)  # never read
+            bias = torch.empty(shape.experts, device=device) if shape.bias else None
             submit(pool, logits, bias, shape.topk, shape.scoring, shape.groups, shape.topk_group)
         for case in check_cases:
             logits, bias = case_inputs(case, check_tokens, device)
