@@ -1,5 +1,7 @@
 """The substitution gate: parametrised accept / refuse cases, execution modes, counters."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -46,6 +48,8 @@ GRAPH = lambda: "PIECEWISE"  # noqa: E731
     ("float16 logits", dict(dtype=torch.float16)),
     ("384 experts", dict(experts=384)),
     ("one token", dict(tokens=1)),
+    ("int64 ids", dict(ids=torch.int64)),
+    ("sqrt-softplus", dict(scoring="sqrtsoftplus")),
 ])
 def test_gate_accepts(case, kwargs):
     assert decide(request(**kwargs), GRAPH) == (True, SUBSTITUTED), case
@@ -56,18 +60,34 @@ def test_gate_accepts(case, kwargs):
     ("bias of wrong length", dict(bias="short"), "bias"),
     ("strided bias", dict(bias="strided"), "bias"),
     ("integer bias", dict(bias="int"), "bias"),
-    ("int64 ids", dict(ids=torch.int64), "ids"),
+    ("int16 ids", dict(ids=torch.int16), "ids"),
     ("bf16 weights buffer", dict(weights=torch.bfloat16), "weights"),
     ("float64 logits", dict(dtype=torch.float64), "logits"),
     ("too many experts", dict(experts=8192, topk=8), "experts"),
     ("topk too large", dict(experts=256, topk=65), "topk"),
     ("topk above kept experts", dict(experts=16, topk=17), "topk"),
-    ("unknown scoring", dict(scoring="sqrtsoftplus"), "scoring"),
+    ("unknown scoring", dict(scoring="relu"), "scoring"),
     ("groups not dividing", dict(experts=100, groups=3, kept=3), "divide"),
 ])
 def test_gate_refuses_with_a_reason(case, kwargs, reason):
     substitute, why = decide(request(**kwargs), GRAPH)
     assert not substitute and reason in why, (case, why)
+
+
+def test_hash_tables_and_vision_bias():
+    base = request(scoring="sqrtsoftplus", topk=6, bias=None)
+    table, tokens = torch.zeros(100, 6, dtype=torch.int32), torch.zeros(4, dtype=torch.int64)
+    hashed = dataclasses.replace(base, hash_table=table, input_ids=tokens)
+    assert decide(hashed, GRAPH) == (True, SUBSTITUTED)
+    assert decide(dataclasses.replace(hashed, padded=True), GRAPH) == (True, SUBSTITUTED)
+    for change, reason in ((dict(scoring="softmax"), "hash table with softmax"),
+                           (dict(input_ids=None), "token ids"), (dict(input_ids=tokens[:3]), "token ids"),
+                           (dict(hash_table=table[:, :5]), "hash table not"),
+                           (dict(hash_table=table.float()), "hash table not")):
+        substitute, why = decide(dataclasses.replace(hashed, **change), GRAPH)
+        assert not substitute and reason in why, (change, why)
+    assert decide(dataclasses.replace(base, vision=True), GRAPH) == (False, "per-token vision bias (bias_vl) not supported")
+    assert decide(dataclasses.replace(hashed, vision=True), GRAPH)[0] is False
 
 
 def test_grouped_path_when_enabled():

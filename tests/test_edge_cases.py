@@ -9,7 +9,7 @@ from conftest import DEVICE, TOKEN_SCALE, random_bias, random_logits, route_and_
 NAN, INF = float("nan"), float("inf")
 
 
-@pytest.mark.parametrize("scoring_func", ["sigmoid", "softmax"])
+@pytest.mark.parametrize("scoring_func", ["sigmoid", "softmax", "sqrtsoftplus"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_constant_rows_tie_to_lowest_indices(scoring_func, dtype):
     logits = torch.full((3, 131), 0.25, dtype=dtype, device=DEVICE)
@@ -71,7 +71,7 @@ def test_bias_decides_choice_but_not_weight():
 
 
 @pytest.mark.parametrize("bad", [NAN, INF, -INF], ids=["nan", "+inf", "-inf"])
-@pytest.mark.parametrize("scoring_func", ["sigmoid", "softmax"])
+@pytest.mark.parametrize("scoring_func", ["sigmoid", "softmax", "sqrtsoftplus"])
 def test_non_finite_experts_rank_last_and_weigh_zero(bad, scoring_func):
     logits = random_logits(4, 32, torch.float32, seed=9)
     logits[:, 3] = bad  # a single invalid expert in an otherwise fine row
@@ -127,7 +127,7 @@ def test_one_valid_expert_group_score_counts_it_alone():
     assert ids.cpu().tolist() == [[0, 1]]
 
 
-@pytest.mark.parametrize("scoring_func", ["sigmoid", "softmax"])
+@pytest.mark.parametrize("scoring_func", ["sigmoid", "softmax", "sqrtsoftplus"])
 def test_garbage_padding_rows_do_not_disturb_real_rows(scoring_func):
     """As in a CUDA-graph batch padded with stale memory: some rows garbage, the rest real."""
     tokens = 24 * TOKEN_SCALE

@@ -24,7 +24,7 @@ def test_flat_matrix(shape, logit_dtype, bias_dtype, renormalize):
     route_and_check(logits, topk, correction_bias=bias, renormalize=renormalize)
 
 
-@pytest.mark.parametrize("scoring_func", ["sigmoid", "softmax"])
+@pytest.mark.parametrize("scoring_func", ["sigmoid", "softmax", "sqrtsoftplus"])
 @pytest.mark.parametrize("shape", SHAPES[:6], ids=lambda s: "x".join(map(str, s)))
 def test_without_bias(shape, scoring_func):
     tokens, experts, topk = shape

@@ -1,5 +1,6 @@
 """The measuring tools: the float64 judge catches what it must, the report renders, the CLI parses."""
 
+import importlib.util
 import json
 
 import pytest
@@ -115,3 +116,53 @@ def test_straightforward_peer_is_checked_before_it_is_timed(monkeypatch):
     call, note = checked_engine_arm("straightforward Triton", PEERS["straightforward Triton"], inputs, bias_cast=False)
     assert call is not None, note
     assert PEERS["straightforward Triton"](Inputs(Shape(256, 8, 5, 8, 4), inputs.logits, inputs.bias)) is None
+
+
+def test_an_engine_arm_runs_from_the_engines_source_file(tmp_path, monkeypatch):
+    """``--engine-source vllm=DIR``: the dsv4_topk arm loads the file from DIR with vLLM's two helpers supplied, and
+    leaves no stand-in vLLM module behind."""
+    import sys
+
+    import triton
+
+    from moe_routing.measure import arms
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here: the arm imports it instead")
+    path = tmp_path / "vllm/model_executor/layers/fused_moe/router/dsv4_topk.py"
+    path.parent.mkdir(parents=True)
+    path.write_text("from vllm.platforms import current_platform\nfrom vllm.triton_utils import tl, triton\n"
+                    "CUDA = current_platform.is_cuda()\n\n\ndef dsv4_topk(*args):\n    return 'ran'\n")
+    monkeypatch.setitem(arms.ENGINE_SOURCES, "vllm", str(tmp_path))
+    module = arms._vllm_dsv4_module()
+    assert module.dsv4_topk() == "ran" and module.tl is triton.language
+    assert module.CUDA == torch.cuda.is_available()
+    assert not any(name == "vllm" or name.startswith("vllm.") for name in sys.modules)
+    monkeypatch.setitem(arms.ENGINE_SOURCES, "vllm", str(tmp_path / "elsewhere"))
+    with pytest.raises(FileNotFoundError, match="engine-source"):
+        arms._vllm_dsv4_module()
+
+
+def test_bench_refuses_an_engine_source_that_is_not_a_directory(tmp_path):
+    from click.testing import CliRunner
+
+    from moe_routing.cli import main
+
+    result = CliRunner().invoke(main, ["bench", "--engine-source", f"vllm={tmp_path / 'missing'}"])
+    assert result.exit_code == 2 and "is not a directory" in result.output
+    result = CliRunner().invoke(main, ["bench", "--engine-source", "vllm"])
+    assert result.exit_code == 2 and "ENGINE=DIR" in result.output
+
+
+def test_the_bench_table_compares_sqrtsoftplus_with_sigmoid_and_dsv4():
+    from moe_routing.measure.suite import scoring_comparison
+
+    def row(scoring, arm, median):
+        return {"experts": 256, "topk": 6, "groups": 1, "topk_group": 1, "tokens": 64, "bias": True,
+                "dtype": "float32", "scoring": scoring, "arm": arm, "device_median": median, "device_drift": 0.01}
+
+    result = {"rows": [row("sqrtsoftplus", "moe_routing.route(out=)", 2.0), row("sigmoid", "moe_routing.route(out=)", 1.6),
+                       row("sqrtsoftplus", "vLLM dsv4_topk", 3.0)]}
+    lines = scoring_comparison(result)
+    assert lines[-1] == "| 256 / 6 | 64 | float32 | 2.00 ±1% | 1.60 ±1% | 1.25 | 3.00 ±1% | 1.50x |"
+    assert scoring_comparison({"rows": result["rows"][1:]}) == []

@@ -1,4 +1,5 @@
-"""transformers integration on tiny models: round trip, shadow accounting, replace-mode equivalence."""
+"""transformers integration on tiny models: round trip, shadow accounting, replace-mode equivalence, for every
+router family patch() serves (each built from its own configuration class)."""
 
 import pytest
 import torch
@@ -6,8 +7,9 @@ import torch
 pytest.importorskip("transformers")
 
 from conftest import DEVICE  # noqa: E402
-from moe_routing.integrations.transformers import ShadowRecorder, patch, supported, unpatch  # noqa: E402
-from moe_routing.measure.shadow import TINY_FAMILIES, run_shadow, tiny_model  # noqa: E402
+from moe_routing.integrations.transformers import (FAMILIES, ShadowRecorder, family_of, patch,  # noqa: E402
+                                                   skipped_routers, supported, unpatch)
+from moe_routing.measure.shadow import PATTERN_FAMILIES, TINY_FAMILIES, run_shadow, tiny_model  # noqa: E402
 
 
 def prompt(model, tokens=6, seed=0):
@@ -26,11 +28,11 @@ def test_patch_unpatch_round_trip_restores_the_model_exactly(family):
     state = {k: v.clone() for k, v in model.state_dict().items()}
     for mode in ("replace", "shadow"):
         patch(model, mode)
-        assert all("forward" in m.__dict__ for m in routers)
+        assert all(family_of(m).method in m.__dict__ for m in routers)
         with pytest.raises(ValueError, match="already patched"):
             patch(model, mode)
         assert unpatch(model) == len(routers)
-        assert all("forward" not in m.__dict__ and not hasattr(m, "_moe_routing_patch") for m in routers)
+        assert all(family_of(m).method not in m.__dict__ and not hasattr(m, "_moe_routing_patch") for m in routers)
     with torch.no_grad():
         after = model(ids).logits
     assert torch.equal(before, after)
@@ -53,6 +55,82 @@ def test_replace_mode_routes_like_the_model_where_margins_are_clear(family):
         finally:
             unpatch(model)
     torch.testing.assert_close(replaced, own, rtol=1e-4, atol=1e-4)
+
+
+def model_output(model, ids):
+    with torch.no_grad():
+        output = model(input_ids=ids)
+    return output.logits if getattr(output, "logits", None) is not None else output.last_hidden_state
+
+
+@pytest.mark.parametrize("family", PATTERN_FAMILIES)
+def test_every_pattern_family_is_served(family):
+    """On a small model of the family's own configuration: replace keeps its outputs within float32 rounding,
+    shadow sees every router agree with the model (experts equal, weights within float32 rounding), and unpatch
+    restores the model bit for bit."""
+    model = tiny_model(family, device=DEVICE, small=True)
+    vocabulary = model.config.get_text_config().vocab_size
+    ids = torch.randint(3, vocabulary, (2, 7), generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    own = model_output(model, ids)
+    replaced_routers = patch(model, "replace").patched
+    assert replaced_routers and all(family_of(model.get_submodule(name)) for name in replaced_routers)
+    try:
+        replaced = model_output(model, ids)
+    finally:
+        assert unpatch(model) == len(replaced_routers)
+    torch.testing.assert_close(replaced, own, rtol=1e-5, atol=1e-5)
+    result = patch(model, "shadow")
+    try:
+        shadowed = model_output(model, ids)
+    finally:
+        unpatch(model)
+    recorder = result.recorder
+    assert torch.equal(shadowed, own)  # shadow mode never changes the model's computation
+    assert recorder.calls >= len(replaced_routers) and recorder.route_wrong() == 0, recorder.summary()
+    assert recorder.rows_of("disagreement") == 0 and recorder.max_weight_delta < 1e-6, recorder.summary()
+    assert torch.equal(model_output(model, ids), own)
+    assert result.skipped == {}
+
+
+def test_the_families_cover_the_pattern_models_once():
+    classes = [name for family in FAMILIES for name in family.classes]
+    assert len(classes) == len(set(classes))
+    assert {family.pattern for family in FAMILIES} == {"P1", "P2", "P3", "P4", "DeepSeek-V4", "DeepSeek-V4 hash"}
+
+
+def test_the_shadow_command_offers_every_family():
+    from moe_routing.cli import _SHADOW_FAMILIES
+
+    assert set(_SHADOW_FAMILIES) == set(TINY_FAMILIES) | set(PATTERN_FAMILIES)
+
+
+class UnknownRouter(torch.nn.Module):  # a router none of the patterns knows
+    def forward(self, hidden_states):
+        return hidden_states
+
+
+def test_patch_names_the_routers_it_skips():
+    model = tiny_model("qwen3_moe", device=DEVICE, small=True)
+    model.model.layers[0].mlp.extra_router = UnknownRouter()
+    result = patch(model, "replace")
+    try:
+        assert result.skipped == {"model.layers.0.mlp.extra_router": "UnknownRouter"}
+        assert len(result.patched) == 2 and result.recorder is None
+    finally:
+        unpatch(model)
+    with pytest.raises(ValueError, match="UnknownRouter"):
+        patch(torch.nn.Sequential(UnknownRouter()))
+
+
+def test_a_deepseek_v4_router_with_an_unknown_scoring_is_skipped():
+    model = tiny_model("deepseek_v4", device=DEVICE, small=True)
+    routers = {name: m for name, m in model.named_modules() if supported(m)}
+    assert {type(m).__name__ for m in routers.values()} == {"DeepseekV4TopKRouter", "DeepseekV4HashRouter"}
+    name, router = next((n, m) for n, m in routers.items() if type(m).__name__ == "DeepseekV4TopKRouter")
+    router.score_fn = torch.nn.Tanh()
+    assert skipped_routers(model) == {name: "DeepseekV4TopKRouter"}
+    assert name not in patch(model, "replace").patched
+    unpatch(model)
 
 
 def test_shadow_tells_near_ties_from_disagreements():

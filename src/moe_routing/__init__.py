@@ -6,8 +6,8 @@
 
 from . import reference
 from .call import MAX_EXPERTS, MAX_GROUPS, MAX_TOPK
-from .op import biased_grouped_topk, route
+from .op import biased_grouped_topk, route, route_hash
 
 __version__ = "0.1.0"
 
-__all__ = ["MAX_EXPERTS", "MAX_GROUPS", "MAX_TOPK", "biased_grouped_topk", "reference", "route"]
+__all__ = ["MAX_EXPERTS", "MAX_GROUPS", "MAX_TOPK", "biased_grouped_topk", "reference", "route", "route_hash"]

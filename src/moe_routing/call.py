@@ -13,7 +13,9 @@ from typing import NamedTuple
 
 import torch
 
-SCORING_FUNCS = ("sigmoid", "softmax")
+SCORING_FUNCS = ("sigmoid", "softmax", "sqrtsoftplus")  # index = RoutingCall.scoring (the kernels' SCORING)
+SIGMOID, SOFTMAX, SQRTSOFTPLUS = range(3)
+IDS_DTYPES = (torch.int32, torch.int64)
 LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 BIAS_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
@@ -28,7 +30,7 @@ class RoutingCall(NamedTuple):
     tokens: int  # T, rows of gating_output
     experts: int  # E, columns of gating_output
     topk: int  # K, experts chosen per token
-    softmax: bool  # scoring: softmax over the row (True) or elementwise sigmoid (False)
+    scoring: int  # SIGMOID, SOFTMAX (over the row) or SQRTSOFTPLUS: the index in SCORING_FUNCS
     num_groups: int  # G after normalisation: 1 when no group can be eliminated
     topk_group: int  # groups kept after normalisation: 1 when no group can be eliminated
     renormalize: bool  # divide the chosen weights by their sum
@@ -42,6 +44,10 @@ class RoutingCall(NamedTuple):
     @property
     def group_size(self) -> int:
         return self.experts // self.num_groups
+
+    @property
+    def softmax(self) -> bool:
+        return self.scoring == SOFTMAX
 
 
 def _is_int(value) -> bool:
@@ -62,6 +68,9 @@ def _check_tensor(name: str, value) -> torch.Tensor:
     return value
 
 
+_SCORING_INDEX = {name: index for index, name in enumerate(SCORING_FUNCS)}
+
+
 def check_call(
     gating_output,
     topk,
@@ -72,6 +81,8 @@ def check_call(
     renormalize,
     routed_scaling_factor,
     out,
+    is_padding=None,
+    ids_dtype=torch.int32,
 ) -> RoutingCall:
     """Validate a routing call; raise ``TypeError``/``ValueError`` naming the argument.
 
@@ -92,10 +103,11 @@ def check_call(
             raise ValueError("gating_output must have at least one expert (column), got 0")
         raise ValueError(f"gating_output has {experts} experts; at most {MAX_EXPERTS} are supported")
 
-    if scoring_func != "sigmoid" and scoring_func != "softmax":
+    scoring = _SCORING_INDEX.get(scoring_func) if type(scoring_func) is str else None
+    if scoring is None:
         if not isinstance(scoring_func, str):
             raise TypeError(f"scoring_func must be a str, got {type(scoring_func).__name__}")
-        raise ValueError(f"scoring_func must be 'sigmoid' or 'softmax', got {scoring_func!r}")
+        raise ValueError(f"scoring_func must be 'sigmoid', 'softmax' or 'sqrtsoftplus', got {scoring_func!r}")
     if renormalize is not True and renormalize is not False:
         raise TypeError(f"renormalize must be a bool, got {type(renormalize).__name__}")
     scale_type = type(routed_scaling_factor)
@@ -135,18 +147,40 @@ def check_call(
         if correction_bias.device != device:
             raise ValueError(f"correction_bias is on {correction_bias.device}, gating_output on {device}")
 
+    if ids_dtype is not torch.int32:
+        check_ids_dtype(ids_dtype, is_padding is not None)
+    if is_padding is not None:
+        check_padding(is_padding, tokens, device or gating_output.device)
     if out is not None:
-        _check_out(out, tokens, k, device or gating_output.device)
+        _check_out(out, tokens, k, device or gating_output.device, ids_dtype)
 
-    return RoutingCall(tokens, experts, k, scoring_func == "softmax", groups, kept, renormalize,
-                       float(routed_scaling_factor))
+    return RoutingCall(tokens, experts, k, scoring, groups, kept, renormalize, float(routed_scaling_factor))
 
 
-def _check_out(out, tokens: int, topk: int, device: torch.device) -> None:
+def check_ids_dtype(ids_dtype, padded: bool = False) -> None:
+    if ids_dtype not in IDS_DTYPES:
+        if padded and isinstance(ids_dtype, torch.dtype) and not ids_dtype.is_signed:
+            raise TypeError(f"ids_dtype {ids_dtype} is unsigned: padded rows get id -1, which needs int32 or int64")
+        raise TypeError(f"ids_dtype must be torch.int32 or torch.int64, got {ids_dtype}")
+
+
+def check_padding(is_padding, tokens: int, device: torch.device) -> None:
+    """``is_padding``: a bool tensor [T] on the logits' device (True: a padded row)."""
+    if not isinstance(is_padding, torch.Tensor):
+        _check_tensor("is_padding", is_padding)
+    if is_padding.dtype != torch.bool:
+        raise TypeError(f"is_padding must be a bool tensor, got {is_padding.dtype}")
+    if is_padding.shape != (tokens,):
+        raise ValueError(f"is_padding must have shape ({tokens},), one entry a row, got {tuple(is_padding.shape)}")
+    if is_padding.device != device:
+        raise ValueError(f"is_padding is on {is_padding.device}, gating_output on {device}")
+
+
+def _check_out(out, tokens: int, topk: int, device: torch.device, ids_dtype: torch.dtype = torch.int32) -> None:
     if type(out) is not tuple and type(out) is not list or len(out) != 2:
         raise TypeError("out must be a (weights, ids) pair of tensors")
     weights, ids = out
-    for name, tensor, dtype in (("out[0] (weights)", weights, torch.float32), ("out[1] (ids)", ids, torch.int32)):
+    for name, tensor, dtype in (("out[0] (weights)", weights, torch.float32), ("out[1] (ids)", ids, ids_dtype)):
         if not isinstance(tensor, torch.Tensor):
             _check_tensor(name, tensor)
         if tensor.dtype != dtype:
@@ -155,3 +189,60 @@ def _check_out(out, tokens: int, topk: int, device: torch.device) -> None:
             raise ValueError(f"{name} must have shape ({tokens}, {topk}), got {tuple(tensor.shape)}")
         if tensor.device != device:
             raise ValueError(f"{name} is on {tensor.device}, gating_output on {device}")
+
+
+INDEX_DTYPES = (torch.int32, torch.int64)
+_checked_tables: dict[tuple, None] = {}  # hash tables whose entries were found in range, by storage and version
+
+
+def check_hash_call(gating_output, input_ids, tid2eid, scoring_func, renormalize, routed_scaling_factor, out,
+                    is_padding=None, ids_dtype=torch.int32) -> RoutingCall:
+    """Validate a hash-routing call (``route_hash``); raise ``TypeError``/``ValueError`` naming the argument.
+
+    ``tid2eid`` [V, K] maps token ids to K experts. Its entries must lie in [0, E): checked once per table
+    and version (the check reads the table back, a host sync, so it is not repeated on every call; an in-place
+    change of the table bumps its version and the next call checks it again). Inside a CUDA-graph capture
+    the check cannot run; the kernel then treats an entry outside [0, E) as an invalid expert (weight 0).
+    """
+    call = check_call(gating_output, 1, scoring_func, None, 1, 1, renormalize, routed_scaling_factor, None,
+                      is_padding, ids_dtype)
+    if call.scoring == SOFTMAX:
+        raise ValueError("scoring_func='softmax' is not a hash-routing scoring: use 'sqrtsoftplus' or 'sigmoid'")
+    device = gating_output.device
+    for name, tensor, dims in (("input_ids", input_ids, 1), ("tid2eid", tid2eid, 2)):
+        if not isinstance(tensor, torch.Tensor):
+            _check_tensor(name, tensor)
+        if tensor.dtype not in INDEX_DTYPES:
+            raise TypeError(f"{name} must be an int32 or int64 tensor, got {tensor.dtype}")
+        if tensor.dim() != dims:
+            raise ValueError(f"{name} must be {dims}-D, got shape {tuple(tensor.shape)}")
+        if tensor.device != device:
+            raise ValueError(f"{name} is on {tensor.device}, gating_output on {device}")
+    if input_ids.shape[0] != call.tokens:
+        raise ValueError(f"input_ids has {input_ids.shape[0]} entries, gating_output {call.tokens} rows")
+    vocabulary, topk = tid2eid.shape
+    if vocabulary < 1 or topk < 1:
+        raise ValueError(f"tid2eid must have at least one row and one column, got shape {tuple(tid2eid.shape)}")
+    if topk > min(MAX_TOPK, call.experts):
+        raise ValueError(f"tid2eid has {topk} experts a token: at most {min(MAX_TOPK, call.experts)} "
+                         f"(the {call.experts} experts of gating_output, and {MAX_TOPK})")
+    _check_table_entries(tid2eid, call.experts)
+    if out is not None:
+        _check_out(out, call.tokens, topk, device, ids_dtype)
+    return call._replace(topk=topk)
+
+
+def _check_table_entries(tid2eid: torch.Tensor, experts: int) -> None:
+    key = (tid2eid.untyped_storage().data_ptr(), tid2eid.storage_offset(), tuple(tid2eid.shape), tid2eid.stride(),
+           tid2eid._version, str(tid2eid.device), experts)
+    if key in _checked_tables:
+        return
+    if tid2eid.is_cuda and torch.cuda.is_current_stream_capturing():
+        return  # no host read inside a capture: the kernel masks entries outside [0, E)
+    low, high = int(tid2eid.min()), int(tid2eid.max())
+    if low < 0 or high >= experts:
+        raise ValueError(f"tid2eid holds expert ids in [{low}, {high}]; gating_output has {experts} experts "
+                         f"(ids must lie in [0, {experts}))")
+    if len(_checked_tables) >= 1024:
+        _checked_tables.clear()
+    _checked_tables[key] = None

@@ -86,6 +86,21 @@ def check(tokens: int | None, device: str | None) -> None:
     click.echo("\nall cases match the float64 semantics (near-tie rows: either answer accepted)")
 
 
+def _engine_sources(ctx, param, values: tuple[str, ...]) -> dict[str, str]:
+    """``--engine-source ENGINE=DIR`` options as {engine: DIR}; DIR must exist."""
+    import os
+
+    sources = {}
+    for value in values:
+        engine, _, directory = value.partition("=")
+        if not engine or not directory:
+            raise click.BadParameter(f"{value!r}: expected ENGINE=DIR, e.g. vllm=./vllm-0.33.0")
+        if not os.path.isdir(directory):
+            raise click.BadParameter(f"{value!r}: {directory} is not a directory")
+        sources[engine] = directory
+    return sources
+
+
 def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
     """``E/K[/G:KEPT][/softmax][/nobias][/fp32]`` x every T of ``tokens``."""
     import torch
@@ -103,7 +118,7 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
             for part in parts[2:]:
                 if ":" in part:
                     groups, topk_group = (int(v) for v in part.split(":"))
-                elif part in ("softmax", "sigmoid"):
+                elif part in ("softmax", "sigmoid", "sqrtsoftplus"):
                     options["scoring"] = part
                 elif part == "nobias":
                     options["bias"] = False
@@ -112,15 +127,17 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
                 else:
                     raise ValueError(part)
         except (ValueError, IndexError) as error:
-            raise click.BadParameter(f"{spec!r}: expected E/K[/G:KEPT][/softmax][/nobias][/fp32] ({error})")
+            raise click.BadParameter(f"{spec!r}: expected E/K[/G:KEPT][/softmax|/sqrtsoftplus][/nobias][/fp32] "
+                                     f"({error})")
         shapes += [Shape(experts, topk, t, groups, topk_group, **options) for t in counts]
     return shapes
 
 
 @main.command()
-@click.option("--preset", type=click.Choice(["targets", "smoke", "wide"]), default="targets", show_default=True,
-              help="Shape set (ignored when --shape is given).")
-@click.option("--shape", "specs", multiple=True, help="E/K[/G:KEPT][/softmax][/nobias][/fp32], repeatable.")
+@click.option("--preset", type=click.Choice(["targets", "smoke", "wide", "deepseek-v4"]), default="targets",
+              show_default=True, help="Shape set (ignored when --shape is given).")
+@click.option("--shape", "specs", multiple=True,
+              help="E/K[/G:KEPT][/softmax|/sqrtsoftplus][/nobias][/fp32|/fp16], repeatable.")
 @click.option("--tokens", default="1,128,8192,65536", show_default=True, help="Token counts for --shape.")
 @click.option("--arms", default=None, help="Comma-separated arm names to keep (default: all available).")
 @click.option("--rounds", default=3, show_default=True, help="Interleaved rounds per shape (drift).")
@@ -129,7 +146,10 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
 @click.option("--out", type=click.Path(), default="bench-results", show_default=True)
 @click.option("--from-json", "from_json", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Re-render the table and plot of a saved bench.json into --out (no measuring).")
-def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out, from_json) -> None:
+@click.option("--engine-source", "engine_sources", multiple=True, callback=_engine_sources, metavar="ENGINE=DIR",
+              help="An engine's source tree, for engine arms whose kernels are source files (vllm=DIR: DIR holds "
+                   "vllm/...; the engine's sdist unpacked, or a site-packages folder), read at run time.")
+def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out, from_json, engine_sources) -> None:
     """Time route() against the reference, the floors and importable engine ops, side by side (GPU)."""
     import json
     from pathlib import Path
@@ -145,10 +165,12 @@ def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out, fr
     if not torch.cuda.is_available():
         click.echo("moe-routing bench needs a CUDA GPU; none is visible here.", err=True)
         sys.exit(2)
+    from .measure.arms import ENGINE_SOURCES
     from .measure.suite import PRESETS, run_suite, write_outputs
 
     from tqdm import tqdm
 
+    ENGINE_SOURCES.update(engine_sources)
     shapes = _parse_shapes(specs, tokens) if specs else PRESETS[preset]
     click.echo(f"reproduce: moe-routing {' '.join(sys.argv[1:])}")
     with _quiet(), tqdm(total=len(shapes), desc="bench", unit="shape", file=sys.stderr) as bar:
@@ -181,9 +203,18 @@ def report(out, device, check_tokens, bench_preset) -> None:
     click.echo(f"wrote {path} and its plots")
 
 
+_SHADOW_FAMILIES = ("deepseek_v3", "glm4_moe", "qwen3_moe", "mixtral", "gpt_oss", "deepseek_v4", "deepseek_v32",
+                    "kimi_linear", "glm4_moe_lite", "glm4v_moe", "glm5_next", "glm_moe_dsa", "hy_v4", "exaone_moe",
+                    "mimo_v2_flash", "solar_open", "nemotron_h", "axk1", "dots1", "qwen2_moe", "qwen3_next",
+                    "qwen3_5_moe", "qwen3_vl_moe", "olmoe", "flex_olmo", "mellum", "minimax", "hunyuan_v1_moe",
+                    "jamba", "granitemoe", "granitemoeshared", "granitemoehybrid", "jetmoe", "aria", "minimax_m2",
+                    "minimax_m3_vl", "step3p7", "laguna", "hy_v3", "afmoe", "lfm2_moe")
+
+
 @main.command()
-@click.option("--family", "families", multiple=True, type=click.Choice(
-    ["deepseek_v3", "glm4_moe", "qwen3_moe", "mixtral", "gpt_oss"]), help="Embedded tiny model(s) [default: all].")
+@click.option("--family", "families", multiple=True, type=click.Choice(_SHADOW_FAMILIES),
+              help="Embedded tiny model(s): the real routing shapes of deepseek_v3, glm4_moe, qwen3_moe, mixtral, "
+                   "gpt_oss, deepseek_v4 [the default], or any family patch() serves, at small shapes.")
 @click.option("--model", "model_path", type=click.Path(exists=True, file_okay=False), default=None,
               help="A local model directory instead of the tiny models.")
 @click.option("--prompts", default=4, show_default=True)

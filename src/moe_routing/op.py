@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from . import reference
-from .call import RoutingCall, check_call
+from .call import RoutingCall, check_call, check_hash_call
 
 _kernels = None  # moe_routing.kernels, imported on first use
 _host_route = None  # the C++ host path's entry point (kernels/host_launch.py), once built
@@ -55,6 +55,8 @@ def route(
     renormalize: bool = True,
     routed_scaling_factor: float = 1.0,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    is_padding: torch.Tensor | None = None,
+    ids_dtype: torch.dtype = torch.int32,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Choose ``topk`` experts per token from router logits, and their weights.
 
@@ -64,7 +66,8 @@ def route(
         Router logits.
     topk : int
         Experts per token, K.
-    scoring_func : "sigmoid" or "softmax"
+    scoring_func : "sigmoid", "softmax" or "sqrtsoftplus"
+        s = sigmoid(x), softmax over the row, or sqrt(softplus(x)) (DeepSeek-V4); docs/semantics.md.
     correction_bias : Tensor [E], optional
         Added to the scores for choosing only (DeepSeek-V3's ``e_score_correction_bias``); used at its
         own precision.
@@ -76,11 +79,15 @@ def route(
     routed_scaling_factor : float
         Multiplies the final weights.
     out : (weights, ids), optional
-        float32 and int32 ``[T, K]`` buffers to write into (needed inside CUDA graphs).
+        float32 and ``ids_dtype`` ``[T, K]`` buffers to write into (needed inside CUDA graphs).
+    is_padding : bool Tensor [T], optional
+        Rows marked True are padding: their ids are -1 and their weights 0.
+    ids_dtype : torch.int32 or torch.int64
+        The dtype of the ids returned (or of ``out[1]``).
 
     Returns
     -------
-    (weights, ids) : float32 [T, K] and int32 [T, K], ids in descending choice value.
+    (weights, ids) : float32 [T, K] and ``ids_dtype`` [T, K], ids in descending choice value.
 
     Examples
     --------
@@ -91,7 +98,8 @@ def route(
     >>> weights.shape, ids.dtype
     (torch.Size([4, 8]), torch.int32)
     """
-    if _host_route is not None and not torch.compiler.is_compiling():
+    if (_host_route is not None and is_padding is None and ids_dtype is torch.int32
+            and not torch.compiler.is_compiling()):
         # a call of a plan launched before: validated and launched in C++ (kernels/host_launch.py), else None
         routed = _host_route(gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group,
                              renormalize, routed_scaling_factor, out)
@@ -99,28 +107,90 @@ def route(
             return routed
     call = check_call(
         gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group,
-        renormalize, routed_scaling_factor, out,
+        renormalize, routed_scaling_factor, out, is_padding, ids_dtype,
     )
-    if out is None:
-        device = gating_output.device
-        weights = torch.empty((call.tokens, call.topk), dtype=torch.float32, device=device)
-        ids = torch.empty((call.tokens, call.topk), dtype=torch.int32, device=device)
-    else:
-        weights, ids = out
+    weights, ids = _outputs(call, gating_output.device, out, ids_dtype)
     if call.tokens == 0:
         return weights, ids
     logits = gating_output if gating_output.stride(1) == 1 or call.experts == 1 else gating_output.contiguous()
     bias = correction_bias
     if bias is not None and not bias.is_contiguous():
         bias = bias.contiguous()
+    padding = None if is_padding is None else _padding_bytes(is_padding)
     if torch.compiler.is_compiling():
         torch.ops.moe_routing.route_into(
-            logits, bias, weights, ids, call.topk, call.softmax, call.num_groups, call.topk_group,
-            call.renormalize, call.scale,
+            logits, bias, weights, ids, call.topk, call.scoring, call.num_groups, call.topk_group,
+            call.renormalize, call.scale, padding,
         )
     else:
-        _run(call, logits, bias, weights, ids)
+        _run(call, logits, bias, weights, ids, padding)
     return weights, ids
+
+
+def route_hash(
+    gating_output: torch.Tensor,
+    input_ids: torch.Tensor,
+    tid2eid: torch.Tensor,
+    *,
+    scoring_func: str = "sqrtsoftplus",
+    renormalize: bool = True,
+    routed_scaling_factor: float = 1.0,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    is_padding: torch.Tensor | None = None,
+    ids_dtype: torch.dtype = torch.int32,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hash routing (DeepSeek-V4's first layers): each token's experts come from a fixed table,
+    ``ids = tid2eid[input_ids]``; the weights are the scores of those experts, renormalised and scaled by the
+    rules of :func:`route` (docs/semantics.md, rule 7).
+
+    Parameters
+    ----------
+    gating_output : Tensor [T, E], float32 / bfloat16 / float16
+        Router logits.
+    input_ids : int32/int64 Tensor [T]
+        Each row's token id. A token id outside the table's rows gives that row ids -1 and weights 0.
+    tid2eid : int32/int64 Tensor [V, K]
+        The table: K expert ids a token id, each in [0, E) (checked once per table and version: ValueError).
+        An expert may repeat within a row; each slot then carries that expert's score.
+    scoring_func : "sqrtsoftplus" or "sigmoid"
+    renormalize, routed_scaling_factor, out, is_padding, ids_dtype
+        As in :func:`route`.
+
+    Returns
+    -------
+    (weights, ids) : float32 [T, K] and ``ids_dtype`` [T, K], ids in the table's order.
+    """
+    call = check_hash_call(gating_output, input_ids, tid2eid, scoring_func, renormalize, routed_scaling_factor,
+                           out, is_padding, ids_dtype)
+    weights, ids = _outputs(call, gating_output.device, out, ids_dtype)
+    if call.tokens == 0:
+        return weights, ids
+    logits = gating_output if gating_output.stride(1) == 1 or call.experts == 1 else gating_output.contiguous()
+    table = tid2eid if tid2eid.is_contiguous() else tid2eid.contiguous()
+    padding = None if is_padding is None else _padding_bytes(is_padding)
+    kernels = _kernels or _kernel_module()
+    if logits.is_cuda or kernels.INTERPRETED:
+        kernels.launch_hash(call, logits, input_ids, table, weights, ids, padding)
+    else:
+        result = reference.route_hash(gating_output, input_ids, tid2eid, scoring_func=scoring_func,
+                                      renormalize=renormalize, routed_scaling_factor=routed_scaling_factor,
+                                      is_padding=is_padding, ids_dtype=ids_dtype)
+        weights.copy_(result[0])
+        ids.copy_(result[1])
+    return weights, ids
+
+
+def _outputs(call: RoutingCall, device, out, ids_dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    if out is not None:
+        return out[0], out[1]
+    weights = torch.empty((call.tokens, call.topk), dtype=torch.float32, device=device)
+    ids = torch.empty((call.tokens, call.topk), dtype=ids_dtype, device=device)
+    return weights, ids
+
+
+def _padding_bytes(is_padding: torch.Tensor) -> torch.Tensor:
+    """``is_padding`` as the kernels read it: one uint8 a row, unit stride (a view where it already is)."""
+    return (is_padding if is_padding.is_contiguous() else is_padding.contiguous()).view(torch.uint8)
 
 
 def biased_grouped_topk(
@@ -140,16 +210,20 @@ def biased_grouped_topk(
     )
 
 
-def _run(call: RoutingCall, logits, bias, weights, ids) -> None:
+def _run(call: RoutingCall, logits, bias, weights, ids, padding=None) -> None:
     """Run a validated call into ``weights``/``ids``: the kernels on GPU tensors; on CPU tensors the
-    Triton interpreter when Triton was imported for it, else the reference."""
+    Triton interpreter when Triton was imported for it, else the reference. ``padding``: uint8 [T]."""
     kernels = _kernels or _kernel_module()
     if logits.is_cuda or kernels.INTERPRETED:
-        kernels.launch(call, logits, bias, weights, ids)
+        kernels.launch(call, logits, bias, weights, ids, padding=padding)
     else:
         result = reference.evaluate(logits, bias, call)
         weights.copy_(result.weights)
         ids.copy_(result.ids)
+        if padding is not None:
+            padded = padding.bool()[:, None]
+            weights.masked_fill_(padded, 0.0)
+            ids.masked_fill_(padded, -1)
 
 
 @torch.library.custom_op("moe_routing::route_into", mutates_args=("weights", "ids"))
@@ -159,20 +233,21 @@ def _route_into_op(
     weights: torch.Tensor,
     ids: torch.Tensor,
     topk: int,
-    softmax: bool,
+    scoring: int,
     num_groups: int,
     topk_group: int,
     renormalize: bool,
     scale: float,
+    padding: torch.Tensor | None = None,
 ) -> None:
     """``route()`` as a custom op writing into caller buffers, for torch.compile graphs."""
     tokens, experts = gating_output.shape
-    call = RoutingCall(tokens, experts, topk, softmax, num_groups, topk_group, renormalize, scale)
+    call = RoutingCall(tokens, experts, topk, scoring, num_groups, topk_group, renormalize, scale)
     if tokens:
-        _run(call, gating_output, correction_bias, weights, ids)
+        _run(call, gating_output, correction_bias, weights, ids, padding)
 
 
 @_route_into_op.register_fake
-def _route_into_fake(gating_output, correction_bias, weights, ids, topk, softmax, num_groups, topk_group,
-                     renormalize, scale) -> None:
+def _route_into_fake(gating_output, correction_bias, weights, ids, topk, scoring, num_groups, topk_group,
+                     renormalize, scale, padding=None) -> None:
     return None

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
-from .call import RoutingCall, check_call
+from .call import SIGMOID, SOFTMAX, RoutingCall, check_call, check_hash_call
 
 # Selection categories, best first: a valid expert of a kept group, an invalid one, a forbidden one.
 _VALID, _INVALID, _FORBIDDEN = 2, 1, 0
@@ -26,7 +27,7 @@ class Evaluation:
     weights: torch.Tensor  # [T, K] float32 (or the compute dtype, see evaluate)
     ids: torch.Tensor  # [T, K] int64, chosen experts in rank order
     valid: torch.Tensor  # [T, E] bool: logit (and bias) finite
-    scores: torch.Tensor  # [T, E] s: sigmoid or softmax of the logits, 0 where invalid
+    scores: torch.Tensor  # [T, E] s: sigmoid, softmax or sqrt-softplus of the logits, 0 where invalid
     choice: torch.Tensor  # [T, E] c = s + bias (or s), 0 where invalid
     group_scores: torch.Tensor | None  # [T, G] when the group stage ran, -inf for a group with no valid expert
     kept_groups: torch.Tensor | None  # [T, G] bool, when the group stage ran
@@ -44,22 +45,95 @@ def route(
     renormalize: bool = True,
     routed_scaling_factor: float = 1.0,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    is_padding: torch.Tensor | None = None,
+    ids_dtype: torch.dtype = torch.int32,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Route like :func:`moe_routing.route`, in plain PyTorch (float32 arithmetic).
 
-    Returns ``(weights, ids)``: float32 and int32, ``[T, topk]``.
+    Returns ``(weights, ids)``: float32 and ``ids_dtype``, ``[T, topk]``.
     """
     call = check_call(
         gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group,
-        renormalize, routed_scaling_factor, out,
+        renormalize, routed_scaling_factor, out, is_padding, ids_dtype,
     )
     result = evaluate(gating_output, correction_bias, call)
-    weights, ids = result.weights.to(torch.float32), result.ids.to(torch.int32)
+    return _finish(result.weights, result.ids, is_padding, ids_dtype, out)
+
+
+def route_hash(
+    gating_output: torch.Tensor,
+    input_ids: torch.Tensor,
+    tid2eid: torch.Tensor,
+    *,
+    scoring_func: str = "sqrtsoftplus",
+    renormalize: bool = True,
+    routed_scaling_factor: float = 1.0,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    is_padding: torch.Tensor | None = None,
+    ids_dtype: torch.dtype = torch.int32,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hash routing like :func:`moe_routing.route_hash`, in plain PyTorch (float32 arithmetic)."""
+    call = check_hash_call(gating_output, input_ids, tid2eid, scoring_func, renormalize, routed_scaling_factor,
+                           out, is_padding, ids_dtype)
+    weights, ids, unknown = evaluate_hash(gating_output, input_ids, tid2eid, call)
+    padded = unknown if is_padding is None else unknown | is_padding
+    return _finish(weights, ids, padded, ids_dtype, out)
+
+
+def evaluate_hash(gating_output: torch.Tensor, input_ids: torch.Tensor, tid2eid: torch.Tensor, call: RoutingCall,
+                  dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Hash routing (docs/semantics.md, rule 7) at precision ``dtype``: (weights, ids, rows whose token id is
+    outside the table). The ids are the table's row for each token, in the table's order."""
+    vocabulary = tid2eid.shape[0]
+    tokens = input_ids.long()
+    unknown = (tokens < 0) | (tokens >= vocabulary)
+    ids = tid2eid.long()[tokens.clamp(0, vocabulary - 1)]
+    inside = (ids >= 0) & (ids < gating_output.shape[1])  # (entries are checked; one outside counts as invalid)
+    scores, _ = _scores(gating_output, None, call, dtype)
+    weights = torch.where(inside, scores.gather(1, ids.clamp(0, gating_output.shape[1] - 1)), 0.0)
+    return _finish_weights(weights, call), ids, unknown
+
+
+def _finish(weights, ids, padded, ids_dtype, out):
+    """float32 weights and ``ids_dtype`` ids, padded rows set to (0, -1), into ``out`` when given."""
+    weights, ids = weights.to(torch.float32), ids.to(ids_dtype)
+    if padded is not None:
+        weights = weights.masked_fill(padded[:, None], 0.0)
+        ids = ids.masked_fill(padded[:, None], -1)
     if out is None:
         return weights, ids
     out[0].copy_(weights)
     out[1].copy_(ids)
     return out[0], out[1]
+
+
+def _scores(gating_output, correction_bias, call: RoutingCall, dtype):
+    """Rule 1: (s [T, E], valid [T, E]) in ``dtype``; s is 0 where invalid."""
+    x = gating_output.to(dtype)
+    valid = torch.isfinite(x)
+    if correction_bias is not None:
+        valid = valid & torch.isfinite(correction_bias)
+    if call.scoring == SOFTMAX:
+        masked = x.masked_fill(~valid, float("-inf"))
+        row_max = masked.amax(dim=-1, keepdim=True)
+        row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+        exps = torch.exp(masked - row_max)  # exactly 0 where invalid
+        total = exps.sum(dim=-1, keepdim=True)
+        scores = exps / torch.where(total > 0, total, torch.ones_like(total))
+    elif call.scoring == SIGMOID:
+        scores = torch.sigmoid(x)
+    else:  # sqrt(softplus(x)), softplus = x above 20, else log1p(exp(x))
+        scores = torch.sqrt(F.softplus(x, threshold=20.0))
+    return scores.masked_fill(~valid, 0.0), valid
+
+
+def _finish_weights(weights: torch.Tensor, call: RoutingCall) -> torch.Tensor:
+    """Rule 4: renormalise (1/K on a zero sum), then scale."""
+    if call.renormalize:
+        total = weights.sum(dim=-1, keepdim=True)
+        safe_total = torch.where(total > 0, total, torch.ones_like(total))
+        weights = torch.where(total > 0, weights / safe_total, torch.full_like(weights, 1.0 / call.topk))
+    return weights * call.scale
 
 
 def evaluate(
@@ -77,22 +151,8 @@ def evaluate(
     """
     tokens, experts = gating_output.shape
     # 1. scores and choice values, all arithmetic in `dtype`; the bias at its own precision, as float32
-    x = gating_output.to(dtype)
-    valid = torch.isfinite(x)
-    bias = None
-    if correction_bias is not None:
-        bias = correction_bias.to(torch.float32).to(dtype)
-        valid = valid & torch.isfinite(bias)
-    if call.softmax:
-        masked = x.masked_fill(~valid, float("-inf"))
-        row_max = masked.amax(dim=-1, keepdim=True)
-        row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
-        exps = torch.exp(masked - row_max)  # exactly 0 where invalid
-        total = exps.sum(dim=-1, keepdim=True)
-        scores = exps / torch.where(total > 0, total, torch.ones_like(total))
-    else:
-        scores = torch.sigmoid(x)
-    scores = scores.masked_fill(~valid, 0.0)
+    bias = None if correction_bias is None else correction_bias.to(torch.float32).to(dtype)
+    scores, valid = _scores(gating_output, bias, call, dtype)
     choice = scores + bias if bias is not None else scores
     choice = choice.masked_fill(~valid, 0.0)
 
@@ -116,12 +176,7 @@ def evaluate(
     ids = by_choice.gather(1, by_category)[:, : call.topk]
 
     # 4. weights: unbiased scores of the chosen experts, renormalised, scaled
-    weights = scores.gather(1, ids)
-    if call.renormalize:
-        total = weights.sum(dim=-1, keepdim=True)
-        safe_total = torch.where(total > 0, total, torch.ones_like(total))
-        weights = torch.where(total > 0, weights / safe_total, torch.full_like(weights, 1.0 / call.topk))
-    weights = weights * call.scale
+    weights = _finish_weights(scores.gather(1, ids), call)
     return Evaluation(weights, ids, valid, scores, choice, group_scores, kept_groups, allowed)
 
 

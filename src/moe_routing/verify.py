@@ -100,27 +100,31 @@ def verify(
     routed_scaling_factor: float = 1.0,
     margin: float = MARGIN,
     weight_tol: float = WEIGHT_TOL,
+    is_padding: torch.Tensor | None = None,
 ) -> Verdict:
     """Compare a routing result ``(weights, ids)`` with the float64 semantics of the same call."""
     call = check_call(gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group,
-                      renormalize, routed_scaling_factor, None)
+                      renormalize, routed_scaling_factor, None, is_padding)
     logits = gating_output.detach().cpu()
     bias = correction_bias.detach().cpu() if correction_bias is not None else None
     weights, ids = weights.detach().cpu(), ids.detach().cpu().long()
     ev = evaluate(logits, bias, call, dtype=torch.float64, grouping=(num_expert_group, topk_group))
     tokens, experts = logits.shape
 
+    padded = torch.zeros(tokens, dtype=torch.bool) if is_padding is None else is_padding.detach().cpu()
     in_range = ((ids >= 0) & (ids < experts)).all(dim=-1)
     distinct = (torch.sort(ids, dim=-1).values.diff(dim=-1) != 0).all(dim=-1) if topk > 1 else in_range
     finite = torch.isfinite(weights).all(dim=-1)
-    malformed = ~(in_range & distinct & finite)
+    well_padded = (ids == -1).all(dim=-1) & (weights == 0).all(dim=-1)
+    malformed = torch.where(padded, ~well_padded, ~(in_range & distinct & finite))
 
     margins = decision_margins(ev, topk, topk_group)
-    near_tie = margins.row < margin
-    equal = (ids == ev.ids).all(dim=-1)
+    near_tie = (margins.row < margin) & ~padded
+    equal = (ids == ev.ids).all(dim=-1) | padded
 
     expected = float64_weights(ev, ids, renormalize, call.scale, topk)
-    error = (weights.double() - expected).abs().masked_fill(~in_range[:, None], 0.0)
+    error = (weights.double() - expected).abs() / (expected.abs() / max(1.0, abs(call.scale))).clamp(min=1.0)
+    error = error.masked_fill(~in_range[:, None] | padded[:, None], 0.0)
     return Verdict(
         rows=tokens,
         rows_equal=int(equal.sum()),

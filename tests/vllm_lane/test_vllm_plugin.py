@@ -37,12 +37,12 @@ def gate():
     dispatch.configure(**before.__dict__)
 
 
-def forward_context(mode: str):
+def forward_context(mode: str, is_padding: torch.Tensor | None = None):
     from vllm.config import CUDAGraphMode
     from vllm.forward_context import ForwardContext, override_forward_context
 
     context = ForwardContext(no_compile_layers={}, attn_metadata={}, slot_mapping={},
-                             cudagraph_runtime_mode=getattr(CUDAGraphMode, mode))
+                             cudagraph_runtime_mode=getattr(CUDAGraphMode, mode), is_padding=is_padding)
     return override_forward_context(context)
 
 
@@ -71,10 +71,10 @@ def test_execution_mode_reads_vllm_forward_context():
             assert plugin.execution_mode() == mode
 
 
-def assert_routes_like_the_reference(weights, ids, logits, topk, **kwargs):
+def assert_routes_like_the_reference(weights, ids, logits, topk, ids_dtype=torch.int32, **kwargs):
     """Same float64 judgement as the main suite (route() may run the kernels in Triton's interpreter here)."""
-    expected = reference.route(logits, topk, **kwargs)
-    assert weights.dtype == torch.float32 and ids.dtype == torch.int32 and ids.shape == expected[1].shape
+    expected = reference.route(logits, topk, ids_dtype=ids_dtype, **kwargs)
+    assert weights.dtype == torch.float32 and ids.dtype == ids_dtype and ids.shape == expected[1].shape
     verdict = verify(weights, ids, logits, topk, **kwargs)
     assert verdict.ok and verdict.near_tie_rows == 0, verdict
     assert torch.equal(ids, expected[1])
@@ -156,9 +156,135 @@ def test_fused_topk_bias_and_fused_topk_keep_their_contracts(scoring):
     assert_routes_like_the_reference(flat[0], flat[1], logits, 6, scoring_func=scoring)
     slots = flat[2]
     assert slots.dtype == torch.int32 and slots.tolist() == [[k * 5 + t for k in range(6)] for t in range(5)]
-    with forward_context("PIECEWISE"):  # hash routing and int64 ids stay with vLLM
-        try:
-            bias_module.fused_topk_bias(hidden, logits, scoring, bias, 6, True, indices_type=torch.int64)
-        except Exception:  # noqa: BLE001
-            pass
-    assert dispatch.counters()["fused_topk_bias"]["ids not int32 or weights not float32"] == 1
+    with forward_context("PIECEWISE"):  # int64 ids are served too
+        weights, ids = bias_module.fused_topk_bias(hidden, logits, scoring, bias, 6, True, indices_type=torch.int64)
+        flat = flat_module.fused_topk(hidden, logits, 6, True, indices_type=torch.int64, scoring_func=scoring)
+    assert_routes_like_the_reference(weights, ids, logits, 6, ids_dtype=torch.int64, scoring_func=scoring,
+                                     correction_bias=bias)
+    assert_routes_like_the_reference(flat[0], flat[1], logits, 6, ids_dtype=torch.int64, scoring_func=scoring)
+    assert dispatch.counters()["fused_topk_bias"] == {dispatch.SUBSTITUTED: 2}
+
+
+# ---- DeepSeek-V4: sqrt-softplus, hash layers, padded rows ------------------------------------------------------------
+
+V4 = dict(scoring_func="sqrtsoftplus", routed_scaling_factor=1.5)
+
+
+def v4_inputs(tokens=9, experts=256, seed=3):
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(tokens, experts, generator=gen) * 2  # float32: vLLM's dsv4_topk path
+    bias = torch.randn(experts, generator=gen) * 0.1
+    padding = torch.arange(tokens) % 4 == 2
+    return logits, bias, padding
+
+
+def assert_padded(weights, ids, padding, zero_weights=True):
+    assert (ids[padding] == -1).all()
+    if zero_weights:
+        assert (weights[padding] == 0).all()
+
+
+@pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64], ids=str)
+def test_fused_topk_bias_serves_sqrtsoftplus_with_padding(ids_dtype):
+    """DeepSeek-V4's routed layers: float32 logits, top-6 of 256, scale 1.5; vLLM's skip-padding mask from the forward
+    context; padded rows (0, -1) as dsv4_topk gives them."""
+    module = importlib.import_module(ROUTER + "fused_topk_bias_router")
+    logits, bias, padding = v4_inputs()
+    with forward_context("FULL", is_padding=padding):
+        weights, ids = module.fused_topk_bias(torch.zeros(9, 16), logits, "sqrtsoftplus", bias, 6, True,
+                                              indices_type=ids_dtype, routed_scaling_factor=1.5)
+    assert_padded(weights, ids, padding)
+    expected = reference.route(logits, 6, correction_bias=bias, is_padding=padding, ids_dtype=ids_dtype, **V4)
+    assert ids.dtype == ids_dtype and torch.equal(ids, expected[1])
+    assert verify(weights, ids, logits, 6, correction_bias=bias, is_padding=padding, **V4).ok
+    assert dispatch.counters()["fused_topk_bias"] == {dispatch.SUBSTITUTED: 1}
+
+
+def test_fused_topk_bias_serves_hash_layers():
+    module = importlib.import_module(ROUTER + "fused_topk_bias_router")
+    logits, bias, padding = v4_inputs()
+    gen = torch.Generator().manual_seed(4)
+    table = torch.stack([torch.randperm(256, generator=gen)[:6] for _ in range(50)]).int()
+    tokens = torch.randint(0, 50, (9,), generator=gen)  # int64: vLLM casts them to the table's dtype
+    with forward_context("PIECEWISE", is_padding=padding):
+        weights, ids = module.fused_topk_bias(torch.zeros(9, 16), logits, "sqrtsoftplus", bias, 6, True,
+                                              input_tokens=tokens, hash_indices_table=table,
+                                              routed_scaling_factor=1.5)
+    expected = reference.route_hash(logits, tokens, table, is_padding=padding, routed_scaling_factor=1.5)
+    assert_padded(weights, ids, padding)
+    assert torch.equal(ids, expected[1]) and torch.equal(ids[~padding], table[tokens][~padding])
+    torch.testing.assert_close(weights, expected[0], rtol=0, atol=3e-6)
+    assert dispatch.counters()["fused_topk_bias"] == {dispatch.SUBSTITUTED: 1}
+
+
+def test_sigmoid_and_softmax_sites_keep_padded_rows_weights():
+    """topk_sigmoid / topk_softmax mark padded rows -1 and keep their weights: the sites do the same."""
+    bias_module = importlib.import_module(ROUTER + "fused_topk_bias_router")
+    flat_module = importlib.import_module(ROUTER + "fused_topk_router")
+    logits, bias, padding = v4_inputs(experts=64)
+    hidden = torch.zeros(9, 16)
+    with forward_context("PIECEWISE", is_padding=padding):
+        weights, ids = bias_module.fused_topk_bias(hidden, logits, "sigmoid", bias, 6, True)
+        flat = flat_module.fused_topk(hidden, logits, 6, True)
+    plain = reference.route(logits, 6, correction_bias=bias)
+    assert_padded(weights, ids, padding, zero_weights=False)
+    assert torch.equal(ids[~padding], plain[1][~padding])
+    torch.testing.assert_close(weights, plain[0], rtol=0, atol=2e-6)  # padded rows' weights kept
+    flat_plain = reference.route(logits, 6, scoring_func="softmax")
+    assert_padded(flat[0], flat[1], padding, zero_weights=False)
+    assert torch.equal(flat[1][~padding], flat_plain[1][~padding])
+
+
+@pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64], ids=str)
+def test_dsv4_topk_site(ids_dtype):
+    module = importlib.import_module(ROUTER + "dsv4_topk")
+    logits, bias, padding = v4_inputs(experts=384)
+    with forward_context("FULL"):
+        weights, ids = module.dsv4_topk(logits, bias, ids_dtype, 1.5, is_padding=padding)
+    expected = reference.route(logits, 6, correction_bias=bias, is_padding=padding, ids_dtype=ids_dtype, **V4)
+    assert ids.dtype == ids_dtype and torch.equal(ids, expected[1])
+    assert verify(weights, ids, logits, 6, correction_bias=bias, is_padding=padding, **V4).ok
+    assert dispatch.counters()["dsv4_topk"] == {dispatch.SUBSTITUTED: 1}
+
+
+@pytest.mark.parametrize("hashed", [False, True])
+def test_topk_hash_softplus_sqrt_site_writes_into_the_callers_buffers(hashed):
+    from vllm import _custom_ops as ops
+
+    logits, bias, padding = v4_inputs()
+    table = torch.stack([torch.randperm(256, generator=torch.Generator().manual_seed(t))[:6] for t in range(20)])
+    tokens = torch.arange(9) * 2
+    weights, ids = torch.full((9, 6), float("nan")), torch.full((9, 6), 7, dtype=torch.int64)
+    sources = torch.full((9, 6), -5, dtype=torch.int32)
+    with forward_context("PIECEWISE"):
+        assert ops.topk_hash_softplus_sqrt(weights, ids, sources, logits, True, 1.5, bias,
+                                           tokens if hashed else None, table if hashed else None, padding) is None
+    if hashed:
+        expected = reference.route_hash(logits, tokens, table, is_padding=padding, routed_scaling_factor=1.5,
+                                        ids_dtype=torch.int64)
+    else:
+        expected = reference.route(logits, 6, correction_bias=bias, is_padding=padding, ids_dtype=torch.int64, **V4)
+    assert torch.equal(ids, expected[1])
+    torch.testing.assert_close(weights, expected[0], rtol=0, atol=3e-6)
+    assert sources.tolist() == [[k * 9 + t for k in range(6)] for t in range(9)]
+    assert dispatch.counters()["topk_hash_softplus_sqrt"] == {dispatch.SUBSTITUTED: 1}
+
+
+def test_vision_bias_and_softmax_hash_tables_stay_with_vllm():
+    module = importlib.import_module(ROUTER + "fused_topk_bias_router")
+    logits, bias, _ = v4_inputs()
+    tokens = torch.arange(9)
+    table = torch.zeros(20, 6, dtype=torch.int32)
+    with forward_context("PIECEWISE"):
+        for kwargs, scoring in ((dict(input_tokens=tokens, bias_vl=bias.clone(), image_sentinel_lo=3), "sqrtsoftplus"),
+                                (dict(input_tokens=tokens, hash_indices_table=table), "softmax")):
+            try:  # vLLM's own op: on this CPU-only build it may not run, which is fine here
+                module.fused_topk_bias(torch.zeros(9, 16), logits, scoring, bias, 6, True, **kwargs)
+            except Exception:  # noqa: BLE001
+                pass
+        # a sentinel of 0 turns bias_vl off in vLLM: such calls are plain ones, and served
+        module.fused_topk_bias(torch.zeros(9, 16), logits, "sqrtsoftplus", bias, 6, True, input_tokens=tokens,
+                               bias_vl=bias.clone(), image_sentinel_lo=0, routed_scaling_factor=1.5)
+    reasons = dispatch.counters()["fused_topk_bias"]
+    assert reasons == {"per-token vision bias (bias_vl) not supported": 1, "hash table with softmax scoring": 1,
+                       dispatch.SUBSTITUTED: 1}

@@ -7,7 +7,10 @@ It accepts only what the kernels cover exactly and what is measured to pay:
   an eliminating one only when the grouped path is enabled (``MOE_ROUTING_GROUPED=1``; off by default,
   because on the H200 the grouped kernel is not yet faster than the engines' op at decode sizes);
 * the bias: absent, or contiguous with exactly E entries of a floating dtype;
-* dtypes: float32 / bfloat16 / float16 logits, int32 ids (the engine's buffers or requested dtype);
+* scoring: sigmoid, softmax or sqrt-softplus; hash tables (DeepSeek-V4's hash layers) with sqrt-softplus or
+  sigmoid scoring; a per-token vision bias (``bias_vl``) never;
+* dtypes: float32 / bfloat16 / float16 logits, int32 or int64 ids, float32 weights (the engine's buffers or
+  requested dtypes); a padding mask (the site keeps the op's contract for padded rows);
 * bounds: E, K and the number of groups within the kernels' limits;
 * the device: CUDA (ROCm included) tensors; CPU only where ``MOE_ROUTING_DEVICES`` lists it (tests);
 * the execution mode, read from the engine's forward context: a CUDA-graph step (PIECEWISE or FULL)
@@ -29,7 +32,7 @@ from typing import Callable
 
 import torch
 
-from ..call import BIAS_DTYPES, LOGIT_DTYPES, MAX_EXPERTS, MAX_GROUPS, MAX_TOPK
+from ..call import BIAS_DTYPES, IDS_DTYPES, INDEX_DTYPES, LOGIT_DTYPES, MAX_EXPERTS, MAX_GROUPS, MAX_TOPK, SCORING_FUNCS
 
 SUBSTITUTED = "substituted"
 
@@ -83,6 +86,10 @@ class RoutingRequest:
     scoring: str
     ids_dtype: torch.dtype  # dtype of the ids the engine expects
     weights_dtype: torch.dtype = torch.float32  # dtype of the weights buffer the engine passes, if any
+    padded: bool = False  # a padding mask comes with the call
+    hash_table: torch.Tensor | None = None  # hash routing: [V, K] token id -> experts
+    input_ids: torch.Tensor | None = None  # the tokens' ids (hash routing)
+    vision: bool = False  # a per-token vision bias (vLLM's bias_vl) is in force
 
 
 # The engine's execution mode: returns "PIECEWISE", "FULL", "NONE" or None (no forward context).
@@ -107,10 +114,14 @@ def _decide(r: RoutingRequest, mode: ExecutionMode, s: Settings) -> tuple[bool, 
         return False, f"experts outside 1..{MAX_EXPERTS}"
     if not 1 <= r.topk <= MAX_TOPK:
         return False, f"topk outside 1..{MAX_TOPK}"
-    if r.scoring not in ("sigmoid", "softmax"):
+    if r.scoring not in SCORING_FUNCS:
         return False, f"scoring {r.scoring!r} not supported"
-    if r.ids_dtype != torch.int32 or r.weights_dtype != torch.float32:
-        return False, "ids not int32 or weights not float32"
+    if r.ids_dtype not in IDS_DTYPES or r.weights_dtype != torch.float32:
+        return False, "ids not int32/int64 or weights not float32"
+    if r.vision:
+        return False, "per-token vision bias (bias_vl) not supported"
+    if r.hash_table is not None:
+        return _decide_hash(r, mode, s)
     if r.bias is not None and (r.bias.dim() != 1 or r.bias.shape[0] != experts or not r.bias.is_contiguous()
                                or r.bias.dtype not in BIAS_DTYPES):
         return False, "bias not a contiguous float vector of E entries"
@@ -123,6 +134,22 @@ def _decide(r: RoutingRequest, mode: ExecutionMode, s: Settings) -> tuple[bool, 
         return False, "topk above the experts of the kept groups"
     if eliminating and (not s.grouped or groups > MAX_GROUPS):
         return False, "eliminating groups (grouped path disabled)" if not s.grouped else "too many groups"
+    return _decide_mode(mode, s)
+
+
+def _decide_hash(r: RoutingRequest, mode: ExecutionMode, s: Settings) -> tuple[bool, str]:
+    table, tokens = r.hash_table, r.input_ids
+    if r.scoring == "softmax":
+        return False, "hash table with softmax scoring"
+    if tokens is None or tokens.dim() != 1 or tokens.shape[0] != r.logits.shape[0] or tokens.dtype not in INDEX_DTYPES:
+        return False, "hash routing without int32/int64 token ids, one a row"
+    if (table.dim() != 2 or table.shape[1] != r.topk or table.dtype not in INDEX_DTYPES
+            or table.device != r.logits.device or tokens.device != r.logits.device):
+        return False, "hash table not an int32/int64 [V, topk] tensor on the logits' device"
+    return _decide_mode(mode, s)
+
+
+def _decide_mode(mode: ExecutionMode, s: Settings) -> tuple[bool, str]:
     current = mode()
     if current is None:
         return False, "no forward context"

@@ -9,8 +9,13 @@ or the original runs:
 |---|---|---|
 | ``rocm_aiter_ops.biased_grouped_topk`` (ROCm) | GroupedTopKRouter (the model's grouping) and FusedTopKBiasRouter (a synthesised G-of-G grouping) | writes into the caller's ``topk_weights``/``topk_ids``; casts the bias to the logits' dtype |
 | ``grouped_topk``, ``fused_grouped_topk`` (CUDA) | GroupedTopKRouter | returns new float32 weights and int32 ids |
-| ``fused_topk_bias`` | FusedTopKBiasRouter, GroupedTopKRouter's fallback | returns new weights and ids of ``indices_type`` (int32 only is substituted) |
-| ``fused_topk`` | FusedTopKRouter | also returns ``token_expert_indices`` (k * T + t, as vLLM's kernel writes them) |
+| ``fused_topk_bias`` | FusedTopKBiasRouter (DeepSeek-V4 included: sqrt-softplus, hash tables), GroupedTopKRouter's fallback | returns new weights and ids of ``indices_type``; padded rows (vLLM's ``is_padding``) get id -1, with weights 0 for sqrt-softplus (``dsv4_topk``, ``topk_softplus_sqrt``) and as computed otherwise (``topk_softmax``/``topk_sigmoid``) |
+| ``fused_topk`` | FusedTopKRouter | also returns ``token_expert_indices`` (k * T + t, as vLLM's kernel writes them); padded rows get id -1, weights kept |
+| ``dsv4_topk`` | ``fused_topk_bias``'s float32 DeepSeek-V4 path (top-6 of 256/384) | returns new weights and ids of ``indices_dtype``; padded rows (0, -1) |
+| ``_custom_ops.topk_hash_softplus_sqrt`` | ``fused_topk_bias``'s other sqrt-softplus calls, hash layers included | writes into the caller's buffers (and ``token_expert_indices``); padded rows (0, -1) |
+
+Calls with a per-token vision bias (``bias_vl`` with a nonzero ``image_sentinel_lo``) stay with vLLM
+(docs/integrations.md says why).
 
 The wrappers are installed wherever a loaded vLLM module holds the original function (routers import
 these by name), and the version guard (:func:`sites`) says which sites were found in the installed
@@ -31,7 +36,7 @@ from typing import Callable
 import torch
 
 from ..dispatch import RoutingRequest, decide, report
-from ..op import route
+from ..op import route, route_hash
 
 logger = logging.getLogger("moe_routing.vllm")
 
@@ -97,34 +102,122 @@ def _fused_grouped_topk(original):
     return fused_grouped_topk
 
 
+def _padding_mask(module: str, tokens: int) -> torch.Tensor | None:
+    """The padding mask vLLM's own op would receive here (``VLLM_MOE_SKIP_PADDING`` and the forward context's
+    ``is_padding``), read through the router module's own helper; None where it has none."""
+    helper = getattr(sys.modules.get(module), "_get_padding_mask", None)
+    return helper(tokens) if helper is not None else None
+
+
+def _mark_padded(ids: torch.Tensor, padding: torch.Tensor | None) -> None:
+    """The ``topk_softmax``/``topk_sigmoid`` contract for padded rows: id -1, the weights as computed."""
+    if padding is not None:
+        ids.masked_fill_(padding[:, None], -1)
+
+
+def _is_vision(bias_vl, image_sentinel_lo) -> bool:
+    return bias_vl is not None and image_sentinel_lo > 0  # (vLLM: a sentinel of 0 turns bias_vl off)
+
+
 def _fused_topk_bias(original):
     def fused_topk_bias(hidden_states, gating_output, scoring_func, e_score_correction_bias, topk, renormalize,
                         indices_type=None, input_tokens=None, hash_indices_table=None, routed_scaling_factor=1.0,
                         bias_vl=None, image_sentinel_lo=0):
-        plain = hash_indices_table is None and bias_vl is None  # hash and vision routing: not ours
-        request = RoutingRequest("fused_topk_bias", gating_output, e_score_correction_bias, topk, 1, 1,
-                                 scoring_func if plain else "hash/vision", indices_type or torch.int32)
+        ids_dtype = indices_type or torch.int32
+        hashed = hash_indices_table is not None
+        padding = _padding_mask(_ROUTER + "fused_topk_bias_router", gating_output.shape[0])
+        request = RoutingRequest("fused_topk_bias", gating_output, None if hashed else e_score_correction_bias,
+                                 topk, 1, 1, scoring_func, ids_dtype, padded=padding is not None,
+                                 hash_table=hash_indices_table, input_ids=input_tokens,
+                                 vision=_is_vision(bias_vl, image_sentinel_lo))
         if not decide(request, execution_mode)[0]:
             return original(hidden_states, gating_output, scoring_func, e_score_correction_bias, topk, renormalize,
                             indices_type, input_tokens, hash_indices_table, routed_scaling_factor, bias_vl,
                             image_sentinel_lo)
-        return route(gating_output, topk, scoring_func=scoring_func, correction_bias=e_score_correction_bias,
-                     renormalize=renormalize, routed_scaling_factor=routed_scaling_factor)
+        if hashed:  # (the gate passes only sqrt-softplus tables: vLLM's op for them zeroes padded weights)
+            return route_hash(gating_output, input_tokens, hash_indices_table, scoring_func=scoring_func,
+                              renormalize=renormalize, routed_scaling_factor=routed_scaling_factor,
+                              is_padding=padding, ids_dtype=ids_dtype)
+        if scoring_func == "sqrtsoftplus":  # dsv4_topk and topk_softplus_sqrt zero the weights of padded rows
+            return route(gating_output, topk, scoring_func=scoring_func, correction_bias=e_score_correction_bias,
+                         renormalize=renormalize, routed_scaling_factor=routed_scaling_factor, is_padding=padding,
+                         ids_dtype=ids_dtype)
+        weights, ids = route(gating_output, topk, scoring_func=scoring_func, correction_bias=e_score_correction_bias,
+                             renormalize=renormalize, routed_scaling_factor=routed_scaling_factor,
+                             ids_dtype=ids_dtype)
+        _mark_padded(ids, padding)
+        return weights, ids
 
     return fused_topk_bias
 
 
+def _dsv4_topk(original):
+    def dsv4_topk(gating_output, correction_bias, indices_dtype, routed_scaling_factor, is_padding=None,
+                  input_ids=None, bias_vl=None, image_sentinel_lo=0):
+        request = RoutingRequest("dsv4_topk", gating_output, correction_bias, DSV4_TOPK, 1, 1, "sqrtsoftplus",
+                                 indices_dtype, padded=is_padding is not None,
+                                 vision=_is_vision(bias_vl, image_sentinel_lo))
+        if not decide(request, execution_mode)[0]:
+            return original(gating_output, correction_bias, indices_dtype, routed_scaling_factor, is_padding,
+                            input_ids, bias_vl, image_sentinel_lo)
+        return route(gating_output, DSV4_TOPK, scoring_func="sqrtsoftplus", correction_bias=correction_bias,
+                     routed_scaling_factor=routed_scaling_factor, is_padding=is_padding, ids_dtype=indices_dtype)
+
+    return dsv4_topk
+
+
+def _topk_hash_softplus_sqrt(original):
+    def topk_hash_softplus_sqrt(topk_weights, topk_indices, token_expert_indices, gating_output, renormalize=False,
+                                routed_scaling_factor=1.0, e_score_correction_bias=None, input_tokens=None,
+                                hash_indices_table=None, is_padding=None, bias_vl=None, image_sentinel_lo=0):
+        hashed = hash_indices_table is not None
+        request = RoutingRequest("topk_hash_softplus_sqrt", gating_output,
+                                 None if hashed else e_score_correction_bias, topk_indices.shape[-1], 1, 1,
+                                 "sqrtsoftplus", topk_indices.dtype, topk_weights.dtype, padded=is_padding is not None,
+                                 hash_table=hash_indices_table, input_ids=input_tokens,
+                                 vision=_is_vision(bias_vl, image_sentinel_lo))
+        if not decide(request, execution_mode)[0]:
+            return original(topk_weights, topk_indices, token_expert_indices, gating_output, renormalize,
+                            routed_scaling_factor, e_score_correction_bias, input_tokens, hash_indices_table,
+                            is_padding, bias_vl, image_sentinel_lo)
+        out = (topk_weights, topk_indices)
+        if hashed:
+            route_hash(gating_output, input_tokens, hash_indices_table, renormalize=renormalize,
+                       routed_scaling_factor=routed_scaling_factor, out=out, is_padding=is_padding,
+                       ids_dtype=topk_indices.dtype)
+        else:
+            route(gating_output, topk_indices.shape[-1], scoring_func="sqrtsoftplus",
+                  correction_bias=e_score_correction_bias, renormalize=renormalize,
+                  routed_scaling_factor=routed_scaling_factor, out=out, is_padding=is_padding,
+                  ids_dtype=topk_indices.dtype)
+        _write_source_rows(token_expert_indices)
+        return None
+
+    return topk_hash_softplus_sqrt
+
+
+def _write_source_rows(token_expert_indices: torch.Tensor) -> None:
+    """vLLM's top-k ops' third output: slot k of token t holds k * T + t."""
+    tokens, topk = token_expert_indices.shape
+    rows = torch.arange(tokens, dtype=token_expert_indices.dtype, device=token_expert_indices.device)
+    slots = torch.arange(topk, dtype=token_expert_indices.dtype, device=token_expert_indices.device)
+    torch.add(rows[:, None], slots[None, :], alpha=tokens, out=token_expert_indices)
+
+
 def _fused_topk(original):
     def fused_topk(hidden_states, gating_output, topk, renormalize, indices_type=None, scoring_func="softmax"):
-        request = RoutingRequest("fused_topk", gating_output, None, topk, 1, 1, scoring_func,
-                                 indices_type or torch.int32)
+        padding = _padding_mask(_ROUTER + "fused_topk_router", gating_output.shape[0])
+        ids_dtype = indices_type or torch.int32
+        request = RoutingRequest("fused_topk", gating_output, None, topk, 1, 1, scoring_func, ids_dtype,
+                                 padded=padding is not None)
         if not decide(request, execution_mode)[0]:
             return original(hidden_states, gating_output, topk, renormalize, indices_type, scoring_func)
-        weights, ids = route(gating_output, topk, scoring_func=scoring_func, renormalize=renormalize)
-        tokens = gating_output.shape[0]
-        slots = torch.arange(topk, dtype=torch.int32, device=gating_output.device)
-        rows = torch.arange(tokens, dtype=torch.int32, device=gating_output.device)
-        return weights, ids, slots[None, :] * tokens + rows[:, None]
+        weights, ids = route(gating_output, topk, scoring_func=scoring_func, renormalize=renormalize,
+                             ids_dtype=ids_dtype)
+        _mark_padded(ids, padding)  # topk_softmax / topk_sigmoid keep the weights of padded rows
+        source_rows = torch.empty((gating_output.shape[0], topk), dtype=torch.int32, device=gating_output.device)
+        _write_source_rows(source_rows)
+        return weights, ids, source_rows
 
     return fused_topk
 
@@ -156,7 +249,15 @@ SITES = (
           "image_sentinel_lo"), _fused_topk_bias),
     Site("fused_topk", _ROUTER + "fused_topk_router", "fused_topk",
          ("hidden_states", "gating_output", "topk", "renormalize", "indices_type", "scoring_func"), _fused_topk),
+    Site("dsv4_topk", _ROUTER + "dsv4_topk", "dsv4_topk",
+         ("gating_output", "correction_bias", "indices_dtype", "routed_scaling_factor", "is_padding", "input_ids",
+          "bias_vl", "image_sentinel_lo"), _dsv4_topk),
+    Site("topk_hash_softplus_sqrt", "vllm._custom_ops", "topk_hash_softplus_sqrt",
+         ("topk_weights", "topk_indices", "token_expert_indices", "gating_output", "renormalize",
+          "routed_scaling_factor", "e_score_correction_bias", "input_tokens", "hash_indices_table", "is_padding",
+          "bias_vl", "image_sentinel_lo"), _topk_hash_softplus_sqrt),
 )
+DSV4_TOPK = 6  # the one top-k vLLM's dsv4_topk computes
 
 _ORIGINAL = "__moe_routing_original__"
 _status: dict[str, str] = {}  # site -> "patched ..." or why not

@@ -5,11 +5,12 @@ import triton
 from . import host_launch
 from ._bitonic import bitonic_kernel
 from ._rounds import rounds_kernel
-from .launch import launch
+from ._hash import hash_kernel
+from .launch import launch, launch_hash
 from .rules import Plan, all_plans, choose_plan, token_class
 
 # True when Triton was imported with TRITON_INTERPRET=1: kernels then run on CPU tensors.
 INTERPRETED = not isinstance(rounds_kernel, triton.runtime.JITFunction)
 
-__all__ = ["INTERPRETED", "Plan", "all_plans", "bitonic_kernel", "choose_plan", "host_launch", "launch",
+__all__ = ["INTERPRETED", "Plan", "all_plans", "bitonic_kernel", "choose_plan", "hash_kernel", "host_launch", "launch", "launch_hash",
            "rounds_kernel", "token_class"]

@@ -41,7 +41,7 @@ batch or the tile, so results stay batch-invariant:
   their wider keys would otherwise raise the register count, and with it lower the occupancy, of
   the whole kernel.
 
-Softmax (``SOFTMAX``: flat, no bias; launch.bitonic_supported) is ranked by the logits
+Softmax (``SCORING``: flat, no bias; launch.bitonic_supported) is ranked by the logits
 themselves: softmax is strictly increasing in the logit, so the semantics' order of ``c = s`` is the
 logits' order (equal logits: lower index first; float32 softmax values can tie where the logits differ,
 but such rows' float64 margin is below one float32 step, a near tie). 16-bit logits of rows up to 512
@@ -97,7 +97,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import finish_weights, kept_groups, sigmoid_scores, top2_group_score, tree_sum
+from ._common import (SIGMOID, SOFTMAX, SQRTSOFTPLUS, elementwise_scores, finish_weights, kept_groups,
+                      sigmoid_scores, sqrtsoftplus_scores, top2_group_score, tree_sum)
 
 # exact keys
 POSITION_BITS = tl.constexpr(20)
@@ -108,6 +109,8 @@ EXACT_KEYS = tl.constexpr(0)  # 64 bits: sigmoid c, exact
 WINDOW_KEYS = tl.constexpr(1)  # 32 bits: sigmoid c in the bias window
 LOGIT16_KEYS = tl.constexpr(2)  # 32 bits: softmax, the 16-bit logit's own bits (E <= 512)
 LOGIT_KEYS = tl.constexpr(3)  # 64 bits: softmax, the float32 logit, exact
+SQRTSOFTPLUS_KEYS = tl.constexpr(4)  # 64 bits: sqrt-softplus c, exact
+SQRT_WINDOW_KEYS = tl.constexpr(5)  # 32 bits: sqrt-softplus c in the row's window
 # window keys: y = 2**23 + q holds the integer q in its low 23 bits; key = q << 9 | (511 - expert)
 WINDOW_EXPERTS = tl.constexpr(512)
 MAX_LANES = tl.constexpr(64)  # lanes per row that _merge_lanes merges: six halvings
@@ -121,6 +124,7 @@ Q_SPAN = tl.constexpr(8388352.0)  # 2**23 - 256 steps across the window: q stays
 Q_VALID = tl.constexpr(32)  # q below this: under the window or invalid
 WINDOW_WIDTH = tl.constexpr(2.0)
 WINDOW_LIMIT = tl.constexpr(4.0)  # the window must lie inside (-4, 4)
+SQRT_WINDOW_LIMIT = tl.constexpr(16.0)  # a row's sqrt-softplus window must lie inside (-16, 16)
 MINUS_LOG2E = tl.constexpr(-1.4426950408889634)
 # PTX approximations on NVIDIA GPUs; the plain expression in the interpreter and on ROCm
 PTX_SIGMOID = tl.constexpr(not triton.knobs.runtime.interpret and torch.version.hip is None)
@@ -199,9 +203,12 @@ def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl
         if PADDED:
             key = tl.where(exists, key, 0).to(tl.uint32)
         return key
-    elif KEYS == WINDOW_KEYS:
+    elif KEYS == WINDOW_KEYS or KEYS == SQRT_WINDOW_KEYS:
         x = x.to(tl.float32)
-        choice = _window_choice(x, bias)
+        if KEYS == SQRT_WINDOW_KEYS:  # (only with a bias: without one sqrt-softplus ranks by the logits)
+            choice = sqrtsoftplus_scores(x, True) + bias
+        else:
+            choice = _window_choice(x, bias)
         if FINITE:
             choice = _finite_choice(x, choice)
         return _window_key(choice, expert, exists, offset, scale, PADDED, not FINITE)
@@ -211,7 +218,10 @@ def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl
         if KEYS == LOGIT_KEYS:  # softmax: the logit itself (softmax is strictly increasing in it)
             choice = x
         else:
-            scores = sigmoid_scores(x, valid)
+            if KEYS == SQRTSOFTPLUS_KEYS:
+                scores = sqrtsoftplus_scores(x, valid)
+            else:
+                scores = sigmoid_scores(x, valid)
             if bias is not None:
                 valid = valid & (tl.abs(bias) < float("inf"))
                 choice = scores + bias
@@ -232,7 +242,7 @@ def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl
 @triton.jit
 def _key_expert(key, KEYS: tl.constexpr):
     """The expert index a key encodes, and whether that expert is valid."""
-    if KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS:
+    if KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS or KEYS == SQRT_WINDOW_KEYS:
         expert = (key & INDEX_MASK).to(tl.int32) ^ INDEX_MASK
         valid = (key >> INDEX_BITS) >= Q_VALID
     else:
@@ -371,7 +381,8 @@ def _step_keys(x, bias_ptr, row_ok, lane, member, within, step, offset, scale, k
     if bias_ptr is not None:
         bias = _step_bias(bias_ptr, row_ok, lane, expert, step, kept, NUM_EXPERTS, LANES, CHUNK, GROUP, WORDS,
                           PREFETCH)
-    BY_PLACE: tl.constexpr = ((KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS) and LANES <= PLACE_LANES and not PADDED
+    BY_PLACE: tl.constexpr = ((KEYS == WINDOW_KEYS or KEYS == LOGIT16_KEYS or KEYS == SQRT_WINDOW_KEYS)
+                              and LANES <= PLACE_LANES and not PADDED
                               and kept is None)  # keys by place (PLACE_LANES)
     if BY_PLACE:
         place = member[:, None] * GROUP + within[None, :]  # [CHUNK, GROUP]
@@ -1039,6 +1050,14 @@ def _softmax_total(logits_ptr, rows64, row_ok, stride_l_row, top, NUM_EXPERTS: t
 @triton.jit
 def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
     """(offset, steps per unit of c, usable): the quantisation window from the bias (module docstring)."""
+    lo, hi, finite = _bias_bounds(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
+    return _window_from(lo, hi, finite)
+
+
+@triton.jit
+def _bias_bounds(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
+    """The bias's smallest and largest entry (0.0 counted for padding up to BLOCK_EXPERTS) and whether every entry
+    is finite; 0, 0, True without a bias."""
     if bias_ptr is None:
         lo = tl.zeros((), tl.float32)
         hi = tl.zeros((), tl.float32)
@@ -1049,7 +1068,21 @@ def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
         lo = tl.min(b, axis=0)
         hi = tl.max(b, axis=0)
         finite = tl.max((tl.abs(b) == float("inf")) | (b != b), axis=0) == 0
-    return _window_from(lo, hi, finite)
+    return lo, hi, finite
+
+
+@triton.jit
+def _sqrt_window(top, finite):
+    """A sqrt-softplus row's window (offset, steps, usable) on the rounds tile, from ``top``, the row's largest valid
+    c = s + b (-inf for a row with none): s has no bound the bias alone could set a window from (it grows as
+    sqrt(x)), but the row's own top is one warp-wide max away. The window is [top - 2, top], quantised as the bias
+    window is. Usable where the row has a valid expert, the bias is finite (``finite``) and the window lies inside
+    (-16, 16), so that the offset's rounding stays far below the 60 steps between the floor and the window's bottom;
+    other rows take exact keys."""
+    lowest = top - WINDOW_WIDTH
+    usable = finite & (top > float("-inf")) & (top < SQRT_WINDOW_LIMIT) & (lowest > -SQRT_WINDOW_LIMIT)
+    steps = tl.full(top.shape, Q_SPAN, tl.float32) / (top - lowest)
+    return -(lowest * steps) + Q_BASE, steps, usable
 
 
 @triton.jit
@@ -1116,9 +1149,10 @@ def bitonic_kernel(
     # scalars
     num_rows,
     scale,  # routed_scaling_factor, float32
+    padding_ptr,  # [T] uint8, nonzero on a padded row (ids -1, weights 0); None without
     # problem
     TOPK: tl.constexpr,
-    SOFTMAX: tl.constexpr,  # flat, no bias (launch.bitonic_supported): rank by the logits
+    SCORING: tl.constexpr,  # _common.SIGMOID, SOFTMAX (flat, no bias: rules.bitonic_supported) or SQRTSOFTPLUS
     RENORMALIZE: tl.constexpr,
     NUM_EXPERTS: tl.constexpr,
     BLOCK_EXPERTS: tl.constexpr,  # next power of two
@@ -1147,21 +1181,21 @@ def bitonic_kernel(
     if GRID_WAIT:  # nothing is read before the previous kernel has completed and its writes are visible
         tl.extra.cuda.gdc_wait()
     if ROUNDS:  # one row on one warp
-        _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
-                         stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
+        _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col,
+                         stride_i_row, stride_i_col, num_rows, scale, TOPK, SCORING, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, LANES,
                          CHUNK, LOG2_CHUNK, GROUPS_PER_LOAD, PREFETCH, WORDS, HANDOVER, DENSE_OUT)
     else:
-        _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
-                         stride_i_row, stride_i_col, num_rows, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS,
+        _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col,
+                         stride_i_row, stride_i_col, num_rows, scale, TOPK, SCORING, RENORMALIZE, NUM_EXPERTS,
                          BLOCK_EXPERTS, NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, ROWS,
                          LANES, CHUNK, LOG2_CHUNK, GROUP, GROUPS_PER_LOAD, PREFETCH, WORDS, ONE_PASS, DENSE_OUT,
                          CHECKED_STREAM, STORE_FIRST)
 
 
 @triton.jit
-def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
-                     stride_i_row, stride_i_col, num_rows, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr,
+def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col,
+                     stride_i_row, stride_i_col, num_rows, scale, TOPK: tl.constexpr, SCORING: tl.constexpr,
                      RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr,
                      NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr,
                      BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr,
@@ -1198,10 +1232,14 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
     # experts (exact keys of the logit instead of the sigmoid's: no sigmoid per expert). No window, nothing
     # to redo. Window keys stay faster than the 16-bit logit keys for sigmoid without bias (docs/kernel-design-log.md).
     LOGIT16: tl.constexpr = logits_ptr.dtype.element_ty.primitive_bitwidth == 16 and NUM_EXPERTS <= WINDOW_EXPERTS
-    BY_LOGIT: tl.constexpr = SOFTMAX or (bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
-                                         and NUM_EXPERTS > WINDOW_EXPERTS)
+    # Sqrt-softplus without bias likewise (strictly increasing); with a bias its c has no bound the window could
+    # be set from (s grows as sqrt(x)), so it ranks by exact keys.
+    tl.static_assert(SCORING == SIGMOID or TOPK_GROUP >= NUM_GROUPS)  # (rules.bitonic_supported)
+    BY_LOGIT: tl.constexpr = SCORING == SOFTMAX or (bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
+                                                   and (SCORING == SQRTSOFTPLUS or NUM_EXPERTS > WINDOW_EXPERTS))
+    EXACT: tl.constexpr = SQRTSOFTPLUS_KEYS if SCORING == SQRTSOFTPLUS else EXACT_KEYS
     offset, steps, usable = 0.0, 1.0, False
-    if NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT:
+    if NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT and SCORING == SIGMOID:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if BY_LOGIT:
         tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS)
@@ -1223,8 +1261,8 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                                              NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, PREFETCH,
                                              WORDS, x_first, CHECKED_STREAM)
         if STORE_FIRST:
-            _store_row(logits_ptr, rows64, row_ok & ~floored, stride_l_row, expert, valid, weights_ptr, ids_ptr,
-                       stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE,
+            _store_row(logits_ptr, rows64, row_ok & ~floored, stride_l_row, expert, valid, weights_ptr, ids_ptr, padding_ptr,
+                       stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE,
                        NUM_EXPERTS, ROWS, CHUNK, LOG2_CHUNK, DENSE_OUT)
         if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
@@ -1232,7 +1270,7 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                                             PREFETCH, WORDS, x_exact)
             if STORE_FIRST:
                 _store_row(logits_ptr, rows64, row_ok & floored, stride_l_row, exact, exact_valid, weights_ptr,
-                           ids_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX,
+                           ids_ptr, padding_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING,
                            RENORMALIZE, NUM_EXPERTS, ROWS, CHUNK, LOG2_CHUNK, DENSE_OUT)
             else:
                 expert = tl.where(floored[:, None], exact, expert)
@@ -1243,22 +1281,22 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
             kept_stage = _kept_group_bits(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, NUM_GROUPS, GROUP_SIZE,
                                           TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE, GROUPS_PER_LOAD, ROWS, PREFETCH)
         expert, valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0, kept_stage,
-                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
+                                   NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT, PREFETCH,
                                    WORDS, x_exact)
         if STORE_FIRST:
-            _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
-                       stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, ROWS,
+            _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
+                       stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, NUM_EXPERTS, ROWS,
                        CHUNK, LOG2_CHUNK, DENSE_OUT)
 
     if not STORE_FIRST or BY_LOGIT:  # (STORE_FIRST: the window's and the exact path's rows are stored above)
-        _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
-                   stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, ROWS,
+        _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
+                   stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, NUM_EXPERTS, ROWS,
                    CHUNK, LOG2_CHUNK, DENSE_OUT)
 
 
 @triton.jit
-def _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, stride_w_row,
-               stride_w_col, stride_i_row, stride_i_col, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr,
+def _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
+               stride_w_col, stride_i_row, stride_i_col, scale, TOPK: tl.constexpr, SCORING: tl.constexpr,
                RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
                LOG2_CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
     """The rows' weights and ids from the chosen experts [ROWS, CHUNK]: the unbiased scores of the chosen
@@ -1266,7 +1304,7 @@ def _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_
     slot = tl.arange(0, CHUNK)
     out_mask = row_ok[:, None] & (slot < TOPK)[None, :]
     x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=out_mask & valid, other=0.0)
-    if SOFTMAX:  # exp(x - max) of the chosen, over the row's sum of them (which renormalising cancels)
+    if SCORING == SOFTMAX:  # exp(x - max) of the chosen, over the row's sum of them (which renormalising cancels)
         x = tl.where(out_mask & valid, x.to(tl.float32), float("-inf"))
         top = tl.max(x, axis=1)  # the best chosen logit: the row's largest valid one
         top = tl.where(top == float("-inf"), 0.0, top)
@@ -1275,14 +1313,14 @@ def _store_row(logits_ptr, rows64, row_ok, stride_l_row, expert, valid, weights_
             total = _softmax_total(logits_ptr, rows64, row_ok, stride_l_row, top, NUM_EXPERTS, ROWS)
             chosen = chosen / tl.where(total > 0.0, total, 1.0)[:, None]
     else:
-        chosen = tl.where(out_mask, sigmoid_scores(x.to(tl.float32), valid), 0.0)
+        chosen = tl.where(out_mask, elementwise_scores(x.to(tl.float32), valid, SCORING), 0.0)
     weights = finish_weights(chosen, slot, TOPK, RENORMALIZE, ROWS, CHUNK, LOG2_CHUNK, scale)
-    _store_outputs(weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, rows64, row_ok,
+    _store_outputs(weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, rows64, row_ok,
                    weights, expert, TOPK, CHUNK, DENSE_OUT)
 
 
 @triton.jit
-def _store_outputs(weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, rows, row_ok, weights,
+def _store_outputs(weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, rows, row_ok, weights,
                    expert, TOPK: tl.constexpr, CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
     """Store the first TOPK of each row's ``weights`` and ``expert`` [R, CHUNK] where ``row_ok`` [R].
 
@@ -1302,13 +1340,17 @@ def _store_outputs(weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_ro
     else:
         w_ptrs = weights_ptr + rows[:, None] * stride_w_row + slot[None, :] * stride_w_col
         i_ptrs = ids_ptr + rows[:, None] * stride_i_row + slot[None, :] * stride_i_col
+    if padding_ptr is not None:
+        padded = tl.load(padding_ptr + rows, mask=row_ok, other=0) != 0
+        weights = tl.where(padded[:, None], 0.0, weights)
+        expert = tl.where(padded[:, None], -1, expert)
     tl.store(w_ptrs, weights, mask=mask)
     tl.store(i_ptrs, expert, mask=mask)
 
 
 @triton.jit
-def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_row,
-                 stride_i_col, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr, RENORMALIZE: tl.constexpr,
+def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col, stride_i_row,
+                 stride_i_col, scale, TOPK: tl.constexpr, SCORING: tl.constexpr, RENORMALIZE: tl.constexpr,
                  CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
     """``_store_row`` for one row whose TOPK picks are all valid (``store``: stores nothing otherwise), from the
     rounds' keys and logits (scalars, the same in every thread) with the same arithmetic as
@@ -1320,7 +1362,7 @@ def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, stride_w_row, 
     chosen = tl.zeros((CHUNK,), tl.float32)
     expert = tl.zeros((CHUNK,), tl.int32)
     for r in tl.static_range(TOPK):
-        if SOFTMAX:  # ``values``: the picks' logits
+        if SCORING == SOFTMAX:  # ``values``: the picks' logits
             score = tl.exp(values[r] - values[0])
         else:  # ``values``: the picks' sigmoid scores
             score = values[r]
@@ -1339,14 +1381,14 @@ def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, stride_w_row, 
                 level = pairs
         total = level[0]
         chosen = tl.where(total > 0.0, chosen / tl.where(total > 0.0, total, 1.0), 1.0 / TOPK)
-    _store_outputs(weights_ptr, ids_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, row[None],
+    _store_outputs(weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, row[None],
                    store[None], tl.reshape(chosen * scale, (1, CHUNK)), tl.reshape(expert, (1, CHUNK)), TOPK, CHUNK,
                    DENSE_OUT)
 
 
 @triton.jit
-def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
-                     stride_i_row, stride_i_col, num_rows, scale, TOPK: tl.constexpr, SOFTMAX: tl.constexpr,
+def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col,
+                     stride_i_row, stride_i_col, num_rows, scale, TOPK: tl.constexpr, SCORING: tl.constexpr,
                      RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr,
                      NUM_GROUPS: tl.constexpr, GROUP_SIZE: tl.constexpr, TOPK_GROUP: tl.constexpr,
                      BLOCK_GROUPS: tl.constexpr, BLOCK_GROUP_SIZE: tl.constexpr, LANES: tl.constexpr,
@@ -1377,7 +1419,8 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
     expert = tl.arange(0, 32)[:, None] * PER + tl.arange(0, PER)[None, :]
     exists = expert < NUM_EXPERTS
     x = _rounds_load(logits_ptr, row * stride_l_row, row_ok, NUM_EXPERTS, PER)
-    if SOFTMAX:  # ranked by the 16-bit logits' own bits: no window, nothing under it
+    tl.static_assert(SCORING != SQRTSOFTPLUS or (bias_ptr is not None and TOPK_GROUP >= NUM_GROUPS))  # (rules)
+    if SCORING == SOFTMAX:  # ranked by the 16-bit logits' own bits: no window, nothing under it
         tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
                          and logits_ptr.dtype.element_ty.primitive_bitwidth == 16)
         HAND_LOGITS: tl.constexpr = HANDOVER and RENORMALIZE  # (unrenormalised: over the row's sum, a second read)
@@ -1389,16 +1432,26 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
         quick = tl.zeros((), tl.int1)
         if HAND_LOGITS:
             quick = _complete_picks(picks, TOPK, LOGIT16_KEYS)
-            _store_picks(picks, logits, row, row_ok & quick, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
-                         stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, CHUNK, DENSE_OUT)
+            _store_picks(picks, logits, row, row_ok & quick, weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col,
+                         stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, CHUNK, DENSE_OUT)
         if quick.to(tl.int32) == 0:  # a non-finite logit among the picks (its weight is 0), or unrenormalised
             chosen, valid = _picks_tile(picks, TOPK, CHUNK, LOGIT16_KEYS)
-            _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, stride_w_row,
-                       stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, 1,
+            _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
+                       stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, NUM_EXPERTS, 1,
                        CHUNK, LOG2_CHUNK, DENSE_OUT)
     else:
         bias = None
-        if bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
+        WINDOW: tl.constexpr = SQRT_WINDOW_KEYS if SCORING == SQRTSOFTPLUS else WINDOW_KEYS
+        EXACT: tl.constexpr = SQRTSOFTPLUS_KEYS if SCORING == SQRTSOFTPLUS else EXACT_KEYS
+        if SCORING == SQRTSOFTPLUS:  # the row's window, from its largest valid c (the keys' own c: the same values)
+            bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
+            xf = x.to(tl.float32)
+            valid_c = exists & (tl.abs(xf) < float("inf")) & (tl.abs(bias) < float("inf"))
+            order = _ordered_int(tl.where(valid_c, sqrtsoftplus_scores(xf, True) + bias, float("-inf")))
+            top = _ordered_int(tl.max(tl.max(order, axis=1), axis=0)).to(tl.float32, bitcast=True)  # REDUX.MAX
+            unusable = (tl.abs(bias) == float("inf")) | (bias != bias)
+            offset, steps, usable = _sqrt_window(top, tl.max(tl.max(unusable.to(tl.int32), axis=1), axis=0) == 0)
+        elif bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
             bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
             offset, steps, usable = _warp_window(bias, PER <= 4 or GROUPS_IN_TILE)  # (measured faster: design log)
         else:
@@ -1408,10 +1461,13 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
         # (``_window_sigmoid``)
         handed = None
         if HANDOVER:
-            handed = _window_sigmoid(x.to(tl.float32))
+            if SCORING == SQRTSOFTPLUS:  # the scores _store_row forms (the same function: the same bits)
+                handed = sqrtsoftplus_scores(x.to(tl.float32), tl.abs(x.to(tl.float32)) < float("inf"))
+            else:
+                handed = _window_sigmoid(x.to(tl.float32))
         picks, picked, kept_tile = _select_rounds(x, handed, expert, exists, bias, offset, steps, kept, NUM_GROUPS,
-                                                  GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
-        windowed = usable & _complete_picks(picks, TOPK, WINDOW_KEYS)  # the window's picks stand (as on the lane merge)
+                                                  GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, WINDOW)
+        windowed = usable & _complete_picks(picks, TOPK, WINDOW)  # the window's picks stand (as on the lane merge)
         quick = tl.zeros((), tl.int1)
         if HANDOVER:  # every pick's score positive: their smallest, formed as they arrive (a NaN score, which
             # tl.minimum would pass over, comes only from a NaN logit, whose pick is invalid: not ``windowed``)
@@ -1419,11 +1475,11 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
             for r in tl.static_range(1, TOPK):
                 lowest_score = tl.minimum(lowest_score, picked[r])
             quick = windowed & (lowest_score > 0.0)
-            _store_picks(picks, picked, row, row_ok & quick, weights_ptr, ids_ptr, stride_w_row, stride_w_col,
-                         stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, CHUNK, DENSE_OUT)
+            _store_picks(picks, picked, row, row_ok & quick, weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col,
+                         stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, CHUNK, DENSE_OUT)
         if quick.to(tl.int32) == 0:
             if windowed:  # the window's picks, their logits re-read (HANDOVER: a pick's score under 2**-126)
-                chosen, valid = _picks_tile(picks, TOPK, CHUNK, WINDOW_KEYS)
+                chosen, valid = _picks_tile(picks, TOPK, CHUNK, WINDOW)
             else:  # exact keys: a pick under the window (or invalid), or a window outside (-4, 4) or non-finite
                 kept_stage = kept
                 if GROUPS_IN_TILE:  # the tile's groups (from the same c), or the group stage
@@ -1434,8 +1490,8 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, s
                                                       GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE,
                                                       GROUPS_PER_LOAD, 1, PREFETCH)
                 chosen, valid, _ = _select(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, 0.0, 1.0, kept_stage,
-                                           NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
+                                           NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, EXACT, PREFETCH,
                                            WORDS)
-            _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, stride_w_row,
-                       stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SOFTMAX, RENORMALIZE, NUM_EXPERTS, 1,
+            _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
+                       stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, NUM_EXPERTS, 1,
                        CHUNK, LOG2_CHUNK, DENSE_OUT)

@@ -8,11 +8,41 @@ association order is fixed by the code, not by the register layout the compiler 
 import triton
 import triton.language as tl
 
+# the SCORING constexpr: call.SIGMOID, call.SOFTMAX, call.SQRTSOFTPLUS
+SIGMOID = tl.constexpr(0)
+SOFTMAX = tl.constexpr(1)
+SQRTSOFTPLUS = tl.constexpr(2)
+SOFTPLUS_THRESHOLD = tl.constexpr(20.0)  # softplus(x) = x above it (torch's default threshold)
+
 
 @triton.jit
 def sigmoid_scores(x, valid):
     """s = 1 / (1 + exp(-x)) in float32, 0 where invalid (one code path for every kernel)."""
     return tl.where(valid, 1.0 / (1.0 + tl.exp(-x)), 0.0)
+
+
+@triton.jit
+def sqrtsoftplus_scores(x, valid):
+    """s = sqrt(softplus(x)) in float32, 0 where invalid; softplus(x) = x above 20, else log1p(exp(x)).
+
+    log1p(e) is formed as log(u) * e / (u - 1), u = 1 + e (exact where u rounds to 1: then e), which keeps the
+    relative accuracy of small e: log(1 + e) alone would give 0 below x = -17, where s is still 2e-4. The exponential,
+    logarithm, division and square root are the hardware's approximations (a few float32 steps; every kernel uses
+    this one function, so every tile forms the same bits)."""
+    e = tl.exp(tl.minimum(x, SOFTPLUS_THRESHOLD))
+    u = 1.0 + e
+    log1p = tl.where(u == 1.0, e, tl.log(u) * (e / tl.where(u == 1.0, 1.0, u - 1.0)))
+    softplus = tl.where(x > SOFTPLUS_THRESHOLD, x, log1p)
+    return tl.where(valid, tl.sqrt(tl.where(valid, softplus, 0.0)), 0.0)
+
+
+@triton.jit
+def elementwise_scores(x, valid, SCORING: tl.constexpr):
+    """The elementwise scorings' s (sigmoid or sqrt-softplus), 0 where invalid."""
+    if SCORING == SQRTSOFTPLUS:
+        return sqrtsoftplus_scores(x, valid)
+    else:
+        return sigmoid_scores(x, valid)
 
 
 @triton.jit
@@ -80,4 +110,5 @@ def log2(n: int) -> int:
     return n.bit_length() - 1
 
 
-__all__ = ["finish_weights", "kept_groups", "log2", "sigmoid_scores", "top2_group_score", "tree_sum"]
+__all__ = ["SIGMOID", "SOFTMAX", "SQRTSOFTPLUS", "elementwise_scores", "finish_weights", "kept_groups", "log2",
+           "sigmoid_scores", "sqrtsoftplus_scores", "top2_group_score", "tree_sum"]

@@ -15,7 +15,7 @@ experts), then ``INVALID`` (non-finite logit or bias: after every valid expert),
 import triton
 import triton.language as tl
 
-from ._common import finish_weights, kept_groups, sigmoid_scores, top2_group_score, tree_sum
+from ._common import SOFTMAX, elementwise_scores, finish_weights, kept_groups, top2_group_score, tree_sum
 
 TAKEN = tl.constexpr(-(2**31))
 INVALID = tl.constexpr(-(2**31) + 1)
@@ -46,9 +46,10 @@ def rounds_kernel(
     # scalars
     num_rows,
     scale,  # routed_scaling_factor, float32
+    padding_ptr,  # [T] uint8, nonzero on a padded row (ids -1, weights 0); None without
     # problem
     TOPK: tl.constexpr,
-    SOFTMAX: tl.constexpr,
+    SCORING: tl.constexpr,  # _common.SIGMOID, SOFTMAX or SQRTSOFTPLUS
     RENORMALIZE: tl.constexpr,
     NUM_GROUPS: tl.constexpr,  # 1 on the flat path
     GROUP_SIZE: tl.constexpr,  # experts per group (all experts on the flat path)
@@ -82,8 +83,8 @@ def rounds_kernel(
         bias = tl.load(bias_ptr + expert, mask=exists, other=0.0).to(tl.float32)
         valid = valid & (tl.abs(bias) < float("inf"))[None, :]
 
-    # score: s = sigmoid(x) or softmax over the valid experts of the row; 0 where invalid
-    if SOFTMAX:
+    # score: s = sigmoid(x), softmax over the valid experts of the row, or sqrt(softplus(x)); 0 where invalid
+    if SCORING == SOFTMAX:
         masked = tl.where(valid, x, float("-inf"))
         row_max = tl.max(masked, axis=1)
         row_max = tl.where(row_max == float("-inf"), 0.0, row_max)
@@ -91,7 +92,7 @@ def rounds_kernel(
         total = tree_sum(exps, ROWS, BLOCK, LOG2_BLOCK)
         scores = exps / tl.where(total > 0.0, total, 1.0)[:, None]
     else:
-        scores = sigmoid_scores(x, valid)
+        scores = elementwise_scores(x, valid, SCORING)
     if bias_ptr is not None:
         choice = tl.where(valid, scores + bias[None, :], 0.0)
     else:
@@ -129,6 +130,10 @@ def rounds_kernel(
     # weight: unbiased scores, renormalised (1/K when they sum to 0), scaled
     weights = finish_weights(chosen_score, slot_k, TOPK, RENORMALIZE, ROWS, BLOCK_K, LOG2_BLOCK_K, scale)
     ids = (chosen_pos // BLOCK_GROUP_SIZE) * GROUP_SIZE + chosen_pos % BLOCK_GROUP_SIZE
+    if padding_ptr is not None:
+        padded = tl.load(padding_ptr + rows, mask=row_ok, other=0) != 0
+        weights = tl.where(padded[:, None], 0.0, weights)
+        ids = tl.where(padded[:, None], -1, ids)
 
     # store
     out_mask = row_ok[:, None] & (slot_k < TOPK)[None, :]

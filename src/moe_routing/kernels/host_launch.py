@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from ..call import MAX_EXPERTS, MAX_GROUPS, MAX_TOPK, RoutingCall
+from ..call import MAX_EXPERTS, MAX_GROUPS, MAX_TOPK, SQRTSOFTPLUS, RoutingCall
 
 SOURCE = Path(__file__).with_name("host_launch.cpp")
 ENV_SWITCH = "MOE_ROUTING_HOST_LAUNCH"
@@ -139,8 +139,8 @@ def register(call: RoutingCall, logits, bias, weights, ids, compiled, rows: int)
     metadata = getattr(compiled, "metadata", None)
     params = param_codes(compiled)
     if (module is None or params is None or getattr(metadata, "num_ctas", 1) != 1
-            or getattr(metadata, "launch_cooperative_grid", False)):
-        return None  # cooperative launches stay with Triton's launcher
+            or getattr(metadata, "launch_cooperative_grid", False) or call.scoring == SQRTSOFTPLUS):
+        return None  # cooperative launches stay with Triton's launcher; the C++ side knows two scorings
     scoring = "softmax" if call.softmax else "sigmoid"
     return module.register(logits, call.topk, scoring, bias, call.num_groups, call.topk_group, call.renormalize,
                            call.scale, (weights, ids), compiled.function, metadata.num_warps, metadata.shared,

@@ -20,6 +20,8 @@ import triton
 
 from ..call import RoutingCall
 from . import host_launch
+from ._common import log2
+from ._hash import hash_kernel
 from .rules import Plan, choose_plan, tensor_traits, token_class
 
 # MOE_ROUTING_PDL=0 launches every kernel without programmatic dependent launch (read once, at import)
@@ -128,15 +130,17 @@ def _int_class(value: int) -> int:
 
 
 def launcher_key(call: RoutingCall, logits, bias, index: int, logits_ptr: int, bias_ptr: int | None,
-                 stride: int, dense: bool) -> tuple:
+                 stride: int, dense: bool, ids_dtype: torch.dtype = torch.int32, padded: bool = False) -> tuple:
     """The launcher cache's key: everything the rule and Triton's specialisation depend on (the
     normalised call but its token count and scale, the token class, the dtypes, the device, the
     16-byte alignment of the logits and bias, the row stride's class, whether the outputs are dense:
-    ``dense_outputs``). host_launch.cpp keys the same."""
-    return (
+    ``dense_outputs``; the ids' dtype and whether rows are padded). host_launch.cpp keys the same, for the calls
+    it takes (int32 ids, no padding)."""
+    key = (
         call[1:7], token_class(call.tokens), logits.dtype, None if bias is None else bias.dtype, index,
         logits_ptr & 15 == 0, None if bias_ptr is None else bias_ptr & 15 == 0, _int_class(stride), dense,
     )
+    return key if ids_dtype is torch.int32 and not padded else key + (ids_dtype, padded)
 
 
 def launch(
@@ -146,10 +150,12 @@ def launch(
     weights: torch.Tensor,
     ids: torch.Tensor,
     plan: Plan | None = None,
+    padding: torch.Tensor | None = None,
 ) -> None:
-    """Route ``logits`` into ``weights`` and ``ids`` with a Triton kernel (GPU or interpreter).
+    """Route ``logits`` into ``weights`` and ``ids`` (int32 or int64) with a Triton kernel (GPU or interpreter).
 
-    ``plan`` forces a kernel and tile (tests use it to cover every plan a rule can choose).
+    ``plan`` forces a kernel and tile (tests use it to cover every plan a rule can choose); ``padding``: uint8
+    [T], nonzero on padded rows (ids -1, weights 0).
     """
     stride = logits.stride(0)
     w_stride, i_stride = weights.stride(), ids.stride()
@@ -160,33 +166,39 @@ def launch(
         index = logits.get_device()
         logits_ptr = logits.data_ptr()
         bias_ptr = None if bias is None else bias.data_ptr()
-        key = launcher_key(call, logits, bias, index, logits_ptr, bias_ptr, stride, dense)
+        key = launcher_key(call, logits, bias, index, logits_ptr, bias_ptr, stride, dense, ids.dtype,
+                           padding is not None)
         direct = _launchers.get(key)
         if direct is not None and not _hooks_installed():
             if index != _current_device():  # kernels launch on the current device
                 with torch.cuda.device(index):
-                    return launch(call, logits, bias, weights, ids)
+                    return launch(call, logits, bias, weights, ids, padding=padding)
             direct.launch(
                 (call.tokens + direct.rows - 1) // direct.rows, 1, 1, _raw_stream(index),
                 direct.function, direct.cooperative, direct.pdl, None, None, direct.metadata, None, None, None,
                 logits_ptr, bias_ptr, stride, w_ptr, i_ptr, w_stride[0], w_stride[1],
-                i_stride[0], i_stride[1], call.tokens, call.scale, *direct.constexprs,
+                i_stride[0], i_stride[1], call.tokens, call.scale, None if padding is None else padding.data_ptr(),
+                *direct.constexprs,
             )
             return
         if index != _current_device():
             with torch.cuda.device(index):
-                return launch(call, logits, bias, weights, ids)
+                return launch(call, logits, bias, weights, ids, padding=padding)
 
     plan = with_outputs(plan or with_device(choose_plan(call, **tensor_traits(logits, bias)), logits), dense)
-    compiled = _run_triton(plan, call, logits, bias, weights, ids)
+    compiled = _run_triton(plan, call, logits, bias, weights, ids, padding=padding)
     if key is not None and key not in _launchers:
         direct = _DirectLaunch(compiled, plan) if _direct_launch_supported(compiled) else None
         _launchers[key] = direct
-        if direct is not None and host_launch.enabled_by_environment() and host_launch.load() is not None:
+        if (direct is not None and len(key) == HOST_KEY_LENGTH and host_launch.enabled_by_environment()
+                and host_launch.load() is not None):
             host_launch.register(call, logits, bias, weights, ids, compiled, plan.rows)
 
 
-def _run_triton(plan: Plan, call: RoutingCall, logits, bias, weights, ids, warmup: bool = False):
+HOST_KEY_LENGTH = 9  # launcher keys of the calls the C++ host path takes (int32 ids, no padding)
+
+
+def _run_triton(plan: Plan, call: RoutingCall, logits, bias, weights, ids, warmup: bool = False, padding=None):
     """The plan through Triton's own binder: compiled (or found in its caches) and, unless ``warmup``, launched."""
     options = {} if plan.maxnreg is None else {"maxnreg": plan.maxnreg}  # ROCm's Triton refuses the option
     if plan.constexprs.get("GRID_WAIT"):
@@ -194,9 +206,24 @@ def _run_triton(plan: Plan, call: RoutingCall, logits, bias, weights, ids, warmu
     return plan.kernel.run(
         logits, bias, logits.stride(0),
         weights, ids, weights.stride(0), weights.stride(1), ids.stride(0), ids.stride(1),
-        call.tokens, call.scale,
+        call.tokens, call.scale, padding,
         grid=(triton.cdiv(call.tokens, plan.rows),), warmup=warmup,
         num_warps=plan.num_warps, **options, **plan.constexprs,
+    )
+
+
+_HASH_ROWS = 4  # rows a program of the hash kernel (one warp: 32 threads over 4 rows of up to 8 slots)
+
+
+def launch_hash(call: RoutingCall, logits: torch.Tensor, input_ids: torch.Tensor, table: torch.Tensor,
+                weights: torch.Tensor, ids: torch.Tensor, padding: torch.Tensor | None = None) -> None:
+    """Hash routing (``route_hash``) into ``weights`` and ``ids``: the table's experts, their weights."""
+    block_k = triton.next_power_of_2(call.topk)
+    hash_kernel[(triton.cdiv(call.tokens, _HASH_ROWS),)](
+        logits, logits.stride(0), input_ids, table, table.shape[0], weights, ids, weights.stride(0),
+        weights.stride(1), ids.stride(0), ids.stride(1), call.tokens, call.scale, padding,
+        TOPK=call.topk, SCORING=call.scoring, RENORMALIZE=call.renormalize, NUM_EXPERTS=call.experts,
+        ROWS=_HASH_ROWS, BLOCK_K=block_k, LOG2_BLOCK_K=log2(block_k), num_warps=1,
     )
 
 

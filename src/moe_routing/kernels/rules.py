@@ -25,7 +25,7 @@ from typing import Callable, NamedTuple
 import torch
 import triton
 
-from ..call import RoutingCall
+from ..call import SIGMOID, SQRTSOFTPLUS, RoutingCall
 from ._bitonic import bitonic_kernel
 from ._common import log2
 from ._rounds import rounds_kernel
@@ -74,7 +74,7 @@ def rounds_plan(call: RoutingCall, tclass: int, rows: int | None = None, num_war
     if num_warps is None:
         num_warps = max(1, min(8, rows * block // 256))
     constexprs = dict(
-        TOPK=call.topk, SOFTMAX=call.softmax, RENORMALIZE=call.renormalize,
+        TOPK=call.topk, SCORING=call.scoring, RENORMALIZE=call.renormalize,
         NUM_GROUPS=call.num_groups, GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group,
         ROWS=rows, BLOCK_GROUPS=block_groups, BLOCK_GROUP_SIZE=block_group_size, BLOCK_K=block_k,
         LOG2_BLOCK=log2(block), LOG2_BLOCK_K=log2(block_k),
@@ -93,7 +93,7 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
     assert not one_pass or one_pass_ok(call, lanes, group)
     block_groups = triton.next_power_of_2(call.num_groups)
     assert (not call.grouped or call.group_size % group == 0) and block_groups % groups_per_load == 0
-    constexprs = dict(TOPK=call.topk, SOFTMAX=call.softmax, RENORMALIZE=call.renormalize, NUM_EXPERTS=call.experts,
+    constexprs = dict(TOPK=call.topk, SCORING=call.scoring, RENORMALIZE=call.renormalize, NUM_EXPERTS=call.experts,
                       BLOCK_EXPERTS=triton.next_power_of_2(call.experts), NUM_GROUPS=call.num_groups,
                       GROUP_SIZE=call.group_size, TOPK_GROUP=call.topk_group, BLOCK_GROUPS=block_groups,
                       BLOCK_GROUP_SIZE=triton.next_power_of_2(call.group_size),
@@ -112,9 +112,10 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
 
 def bitonic_supported(call: RoutingCall, biased: bool = False) -> bool:
     """K <= 32 and at least 32 experts; sigmoid scoring (flat, or grouped with kept groups of 8+ experts),
-    or softmax scoring flat and without a bias (``biased``), ranked by the logits themselves. Softmax
-    with a bias or grouped needs the row's softmax before ranking: the rounds kernel."""
-    if call.softmax and (biased or call.grouped):
+    softmax scoring flat and without a bias (``biased``), ranked by the logits themselves, or sqrt-softplus
+    flat (with a bias: exact keys). Softmax with a bias or grouped needs the row's softmax before ranking, and
+    the group stage forms sigmoid scores only: the rounds kernel."""
+    if (call.softmax and (biased or call.grouped)) or (call.scoring == SQRTSOFTPLUS and call.grouped):
         return False
     return (call.topk <= MAX_BITONIC_TOPK and call.experts >= 32
             and (not call.grouped or call.topk_group * call.group_size >= 8))
@@ -125,11 +126,12 @@ def bitonic_chunk(call: RoutingCall) -> int:
     return max(8, triton.next_power_of_2(call.topk))
 
 
-def rounds_ok(call: RoutingCall, rows: int, num_warps: int, float32_logits: bool = False) -> bool:
+def rounds_ok(call: RoutingCall, rows: int, num_warps: int, float32_logits: bool = False, biased: bool = True) -> bool:
     """Whether a tile may select by rounds (``ROUNDS``): one row on one warp, at most 512 experts (16 a thread),
-    K <= 8, and 32-bit keys (all but softmax of float32 logits, ranked by exact 64-bit keys)."""
+    K <= 8, and 32-bit keys (all but softmax of float32 logits, ranked by exact 64-bit keys, and sqrt-softplus
+    without a bias, ranked by the logits on the streaming tiles)."""
     return (rows == 1 and num_warps == 1 and call.experts <= 512 and call.topk <= 8
-            and not (call.softmax and float32_logits))
+            and not (call.softmax and float32_logits) and (call.scoring != SQRTSOFTPLUS or biased))
 
 
 def one_pass_ok(call: RoutingCall, lanes: int, group: int) -> bool:
@@ -362,7 +364,7 @@ SWITCHES: tuple[Switch, ...] = (
            and f.lanes(4) and f.lists_of_8 and (f.experts == 256 or (f.experts in (224, 512) and f.flat)),
            "no step-ahead loads for sigmoid rows of 224, 256 and 512 experts at 12288-16383 tokens"),
     Switch("CHECKED_STREAM", False, lambda f: f.lanes(4) and f.lists_of_8 and f.runs_of_4 and f.flat
-           and not f.call.softmax and f.biased and not f.float32_logits
+           and f.call.scoring == SIGMOID and f.biased and not f.float32_logits
            and ((f.tclass == LARGE and f.experts in (160, 224, 256, 512)) or (f.tclass == LARGE_12K and f.experts == 256)),
            "the four-lane stream without its finite check (the tail checks its candidates) for bf16 sigmoid rows "
            "with a bias where measured faster (384 experts measured 11% slower)"),
@@ -372,7 +374,7 @@ SWITCHES: tuple[Switch, ...] = (
            "the rows the window settles stored before the exact redo: four lanes from 4096 tokens, and the flat "
            "two-lane and grouped one-pass lane-per-row tiles from 65536 tokens"),
     Switch("ROUNDS", True, lambda f: (f.tclass == LATENCY or (f.tclass == SMALL and f.experts >= 128))
-           and rounds_ok(f.call, f.c["ROWS"], f.warps, f.float32_logits),
+           and rounds_ok(f.call, f.c["ROWS"], f.warps, f.float32_logits, f.biased),
            "selection by K warp-wide max reductions at decode sizes, and on the SMALL class's one-row tiles"),
     Switch("HANDOVER", True, lambda f: f.c["ROUNDS"] and (f.tclass == LATENCY or (f.flat and f.experts <= 256)),
            "the rounds hand over the picks' scores (no re-read of the logits): decode sizes, and flat rows of up "
@@ -380,12 +382,16 @@ SWITCHES: tuple[Switch, ...] = (
 )
 
 
-def _tile_class(call: RoutingCall, tclass: int, float32_logits: bool) -> int:
+def _tile_class(call: RoutingCall, tclass: int, float32_logits: bool, biased: bool = True) -> int:
     """The token class whose tile and switches a call takes: its own, but 2048-3071 tokens of sigmoid rows of
     256 or 512 experts (grouped too, up to 16 groups) on 16-bit logits take the SMALL class's one-row tile with
-    rounds, measured faster there than the four-lane tile."""
+    rounds, measured faster there than the four-lane tile; and sqrt-softplus rows with a bias take the LATENCY class's
+    one-row tile with rounds at every token count (32-bit keys in the row's own window; the streaming tiles would
+    rank them by exact keys, 1.03-1.85x slower on the H200 from 2048 tokens: docs/kernel-design-log.md)."""
+    if call.scoring == SQRTSOFTPLUS and biased and rounds_ok(call, 1, 1, biased=True):
+        return LATENCY
     if (tclass == MEDIUM and call.experts in (256, 512) and not call.softmax and not float32_logits
-            and call.num_groups <= 16 and rounds_ok(call, 1, 1)):
+            and call.num_groups <= 16 and rounds_ok(call, 1, 1, biased=biased)):
         return SMALL
     return tclass
 
@@ -393,7 +399,7 @@ def _tile_class(call: RoutingCall, tclass: int, float32_logits: bool) -> int:
 def bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, float32_logits: bool = False,
                  biased: bool = False) -> Plan:
     """The bitonic kernel's plan: the ``TILES`` entry, then every ``SWITCHES`` row in order."""
-    tclass = _tile_class(call, tclass, float32_logits)
+    tclass = _tile_class(call, tclass, float32_logits, biased)
     name, tile = _tile(call, tclass, wide_loads)
     plan = bitonic_plan(call, tile.lanes, tile.rows, tile.warps, tile.run, tile.groups_per_load)
     c = dict(plan.constexprs)
@@ -494,6 +500,9 @@ VARIANTS: dict[str, Variant] = {
     # key encodings
     "window keys": Variant("32-bit keys: sigmoid choice values quantised in the bias window, rows under it redone",
                            "test_rows_below_the_window_are_redone_exactly"),
+    "row windows": Variant("sqrt-softplus with a bias on the rounds tile: 32-bit keys quantised in each row's own "
+                           "window below its largest valid c; rows it cannot serve redone with exact keys",
+                           "test_row_windows_redo_the_rows_they_cannot_serve"),
     "exact keys": Variant("64-bit keys: float32 choice value bits above the inverted index",
                           "test_windows_outside_the_range_take_exact_keys"),
     "logit keys": Variant("softmax (and sigmoid without bias beyond 512 experts) ranked by the logits' own bits",

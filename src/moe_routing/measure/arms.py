@@ -194,6 +194,66 @@ def arm_aiter_biased_grouped_topk(inputs: Inputs):
                                                True, shape.scale)
 
 
+# engine -> a directory holding its source tree (``moe-routing bench --engine-source vllm=DIR``): engine arms whose
+# kernels are plain source files load them from there when the engine is not installed
+ENGINE_SOURCES: dict[str, str] = {}
+
+_DSV4_PATH = "vllm/model_executor/layers/fused_moe/router/dsv4_topk.py"
+
+
+def _vllm_dsv4_module():
+    """vLLM's ``dsv4_topk`` module: the installed vLLM's, else the file from ``ENGINE_SOURCES["vllm"]`` (a vLLM
+    source tree or site-packages folder, read at run time), run with the two vLLM helpers it imports supplied
+    here (the platform, for CUDA and PDL support; Triton itself)."""
+    try:
+        from vllm.model_executor.layers.fused_moe.router import dsv4_topk
+
+        return dsv4_topk
+    except ImportError:
+        if "vllm" not in ENGINE_SOURCES:
+            raise
+    import importlib.util
+    import sys
+    import types
+    from pathlib import Path
+
+    path = Path(ENGINE_SOURCES["vllm"]) / _DSV4_PATH
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} (--engine-source vllm=DIR: DIR must hold vllm/...)")
+    platform = types.SimpleNamespace(is_cuda=lambda: torch.version.hip is None and torch.cuda.is_available(),
+                                     is_arch_support_pdl=lambda: torch.version.hip is None
+                                     and torch.cuda.get_device_capability() >= (9, 0))
+    helpers = {"vllm": types.ModuleType("vllm"), "vllm.platforms": types.ModuleType("vllm.platforms"),
+               "vllm.triton_utils": types.ModuleType("vllm.triton_utils")}
+    helpers["vllm.platforms"].current_platform = platform
+    helpers["vllm.triton_utils"].tl, helpers["vllm.triton_utils"].triton = tl, triton
+    saved = {name: sys.modules.get(name) for name in helpers}
+    sys.modules.update(helpers)
+    try:
+        spec = importlib.util.spec_from_file_location("vllm_source_dsv4_topk", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        for name, previous in saved.items():
+            if previous is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = previous
+    return module
+
+
+def arm_vllm_dsv4_topk(inputs: Inputs):
+    """vLLM's Triton ``dsv4_topk`` (DeepSeek-V4: sqrt-softplus + bias, top-6 of 256 or 384, float32 logits,
+    renormalised), from the installed vLLM or its source (``--engine-source vllm=DIR``)."""
+    dsv4 = _vllm_dsv4_module()
+    shape = inputs.shape
+    if (shape.scoring != "sqrtsoftplus" or not shape.bias or shape.topk_group < shape.groups
+            or not dsv4.can_use_dsv4_topk(inputs.logits[0], inputs.bias.float(), shape.topk, True, torch.int32)):
+        return None
+    bias = inputs.bias.float()
+    return lambda i: dsv4.dsv4_topk(inputs.logits[i], bias, torch.int32, shape.scale)
+
+
 OURS = {
     "moe_routing.route(out=)": arm_route,
     "moe_routing.route": arm_route_allocating,
@@ -214,6 +274,7 @@ ENGINES = {
     "sgl-kernel moe_fused_gate": arm_sglang_moe_fused_gate,
     "FlashInfer fused_topk_deepseek": arm_flashinfer_fused_topk_deepseek,
     "AITER biased_grouped_topk": arm_aiter_biased_grouped_topk,
+    "vLLM dsv4_topk": arm_vllm_dsv4_topk,
 }
 
 

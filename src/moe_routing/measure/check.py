@@ -12,8 +12,11 @@ from dataclasses import dataclass
 import torch
 
 from ..call import check_call
-from ..op import route
-from ..verify import verify
+from ..op import route, route_hash
+from ..reference import evaluate_hash
+from ..verify import WEIGHT_TOL, Verdict, verify
+
+HASH_VOCABULARY = 1000  # token ids of the hash case's table
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class Case:
     scoring: str = "sigmoid"
     bias: bool = True
     scale: float = 1.0
+    hashed: bool = False  # a hash layer: experts from a table (route_hash), only the weights computed
 
     def kwargs(self, bias: torch.Tensor | None) -> dict:
         return dict(scoring_func=self.scoring, correction_bias=bias, num_expert_group=self.groups,
@@ -39,6 +43,9 @@ MODEL_CASES = [
     Case("DeepSeek-V3, engine 8:8", 256, 8, 8, 8, scale=2.5),
     Case("Kimi-K2", 384, 8, scale=2.827),
     Case("Moonlight", 64, 6, scale=2.446),
+    Case("DeepSeek-V4", 256, 6, scoring="sqrtsoftplus", scale=1.5),
+    Case("DeepSeek-V4, 384 experts", 384, 6, scoring="sqrtsoftplus", scale=1.5),
+    Case("DeepSeek-V4 hash layer", 256, 6, scoring="sqrtsoftplus", bias=False, scale=1.5, hashed=True),
     Case("GLM-4.5", 160, 8, scale=2.5),
     Case("Qwen3-MoE", 128, 8, scoring="softmax", bias=False),
     Case("gpt-oss-120b", 128, 4, scoring="softmax", bias=False),
@@ -69,8 +76,11 @@ def run_check(tokens: int, device: str, cases=MODEL_CASES, progress=None) -> lis
     for case in cases:
         logits, bias = case_inputs(case, tokens, device)
         kwargs = case.kwargs(bias)
-        weights, ids = route(logits, case.topk, **kwargs)
-        verdict = verify(weights, ids, logits, case.topk, **kwargs)
+        if case.hashed:
+            verdict = _check_hashed(case, logits)
+        else:
+            weights, ids = route(logits, case.topk, **kwargs)
+            verdict = verify(weights, ids, logits, case.topk, **kwargs)
         call = check_call(logits, case.topk, case.scoring, bias, case.groups, case.topk_group, True, case.scale, None)
         rows.append({
             "case": case.name,
@@ -78,7 +88,7 @@ def run_check(tokens: int, device: str, cases=MODEL_CASES, progress=None) -> lis
             "topk": case.topk,
             "groups": f"{case.groups}:{case.topk_group}",
             "scoring": case.scoring + ("+bias" if case.bias else ""),
-            "path": "grouped" if call.grouped else "flat",
+            "path": "hash" if case.hashed else "grouped" if call.grouped else "flat",
             "rows": verdict.rows,
             "equal to reference": verdict.rows_equal,
             "exact-tie rows": verdict.exact_tie_rows,
@@ -89,6 +99,24 @@ def run_check(tokens: int, device: str, cases=MODEL_CASES, progress=None) -> lis
         if progress is not None:
             progress(case)
     return rows
+
+
+def _check_hashed(case: Case, logits: torch.Tensor) -> Verdict:
+    """A hash layer: a random table of distinct experts, random token ids; the ids must be the table's and the
+    weights float64's of them."""
+    gen = torch.Generator().manual_seed(case.experts)
+    table = torch.stack([torch.randperm(case.experts, generator=gen)[: case.topk] for _ in range(HASH_VOCABULARY)])
+    input_ids = torch.randint(0, HASH_VOCABULARY, (logits.shape[0],), generator=gen)
+    weights, ids = route_hash(logits, input_ids.to(logits.device), table.to(logits.device), scoring_func=case.scoring,
+                              routed_scaling_factor=case.scale)
+    call = check_call(logits, case.topk, case.scoring, None, 1, 1, True, case.scale, None)
+    expected_weights, expected_ids, _ = evaluate_hash(logits.cpu(), input_ids, table, call, dtype=torch.float64)
+    equal = (ids.cpu().long() == expected_ids).all(dim=-1)
+    error = float((weights.cpu().double() - expected_weights).abs().max())
+    tolerance = WEIGHT_TOL * max(1.0, case.scale)
+    return Verdict(rows=logits.shape[0], rows_equal=int(equal.sum()), exact_tie_rows=0, near_tie_rows=0,
+                   near_tie_differing=0, mismatched_rows=int((~equal).sum()), malformed_rows=0, max_weight_error=error,
+                   weight_tol=tolerance)
 
 
 def check_rows_plot(rows: list[dict], path, backend: str) -> None:

@@ -36,6 +36,11 @@ PRESETS = {
     + [Shape(256, 8, t, dtype=torch.float32) for t in (1, 128, 8192, 65536)]
     + [Shape(1024, 32, t) for t in (1, 128, 8192)]
     + [Shape(256, 8, t, 8, 4) for t in (1, 128, 1024, 8192, 16384, 32768, 65536)],
+    # DeepSeek-V4's routed layers (float32 logits, as vLLM's fast path takes them; scale 1.5), sqrt-softplus beside
+    # sigmoid on the same shape
+    "deepseek-v4": [Shape(e, 6, t, scoring=scoring, dtype=torch.float32, scale=1.5) for e in (256, 384)
+                    for scoring in ("sqrtsoftplus", "sigmoid")
+                    for t in (1, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536)],
 }
 
 # The arms of the report: route() beside what a user would otherwise run (engine ops where importable, the
@@ -161,9 +166,31 @@ def markdown(result: dict) -> str:
             cells = [_cell(index.get((label, tokens, arm)), "host") for arm in host_arms]
             if any(c != "–" for c in cells):
                 lines.append(f"| {label} | {tokens} | " + " | ".join(cells) + " |")
+    lines += scoring_comparison(result)
     for name, notes in result.get("engine_notes", {}).items():
         lines.append(f"\n{name}: {'; '.join(notes)}")
     return "\n".join(lines) + "\n"
+
+
+def scoring_comparison(result: dict, ours: str = "moe_routing.route(out=)") -> list[str]:
+    """Markdown lines comparing route()'s sqrt-softplus rows with its sigmoid rows of the same shape (and with
+    vLLM's dsv4_topk where it ran): device-time ratios; empty when the run has no such pairs."""
+    index = {(r["experts"], r["topk"], r["groups"], r["topk_group"], r["tokens"], r["bias"], r["dtype"], r["scoring"],
+              r["arm"]): r for r in result["rows"] if "device_median" in r}
+    pairs = sorted({key[:7] for key in index if key[7] == "sqrtsoftplus" and key[8] == ours
+                    and key[:7] + ("sigmoid", ours) in index})
+    if not pairs:
+        return []
+    lines = ["", f"Sqrt-softplus against sigmoid, {ours} device time (µs, median ± drift), same shape, same run:", "",
+             "| experts / top-k | T | logits | sqrt-softplus | sigmoid | ratio | vLLM dsv4_topk | dsv4_topk / ours |",
+             "|---|---|---|---|---|---|---|---|"]
+    for key in pairs:
+        mine, sigmoid = index[key + ("sqrtsoftplus", ours)], index[key + ("sigmoid", ours)]
+        engine = index.get(key + ("sqrtsoftplus", "vLLM dsv4_topk"))
+        engine_cells = (_cell(engine), f"{engine['device_median'] / mine['device_median']:.2f}x") if engine else ("–", "–")
+        lines.append(f"| {key[0]} / {key[1]} | {key[4]} | {key[6]} | {_cell(mine)} | {_cell(sigmoid)} | "
+                     f"{mine['device_median'] / sigmoid['device_median']:.2f} | {engine_cells[0]} | {engine_cells[1]} |")
+    return lines
 
 
 def plot(result: dict, path: Path) -> None:

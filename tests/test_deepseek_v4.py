@@ -1,0 +1,269 @@
+"""DeepSeek-V4 routing: sqrt-softplus scores, hash layers, padded rows and int64 ids, against float64."""
+
+import math
+
+import pytest
+import torch
+
+import moe_routing
+from conftest import (DEVICE, TOKEN_SCALE, assert_plans_agree, poisoned_out, random_bias, random_logits,
+                      route_and_check, route_every_plan)
+from moe_routing import reference
+from moe_routing.call import SQRTSOFTPLUS, check_call
+from moe_routing.reference import evaluate, evaluate_hash
+from moe_routing.verify import verify
+
+NAN, INF = float("nan"), float("inf")
+V4 = dict(scoring_func="sqrtsoftplus", routed_scaling_factor=1.5)
+
+
+def sqrtsoftplus64(x: float) -> float:
+    """sqrt(softplus(x)) in float64, written out: x above 20, else log1p(exp(x))."""
+    return math.sqrt(x if x > 20 else math.log1p(math.exp(x)))
+
+
+def test_reference_scores_are_the_written_out_formula():
+    x = torch.tensor([[-100.0, -30.0, -17.5, -1.0, 0.0, 0.5413, 3.0, 19.9, 20.0, 20.1, 80.0, 1e30]])
+    call = check_call(x, 1, "sqrtsoftplus", None, 1, 1, True, 1.0, None)
+    assert call.scoring == SQRTSOFTPLUS
+    scores = evaluate(x, None, call, dtype=torch.float64).scores[0].tolist()
+    assert scores == pytest.approx([sqrtsoftplus64(v) for v in x[0].tolist()], rel=1e-12, abs=0)
+    # float32: small scores keep their relative accuracy (log(1 + e) alone would give 0 below -17)
+    scores32 = evaluate(x, None, call).scores[0].double()
+    assert scores32[:3].tolist() == pytest.approx(scores[:3], rel=1e-6)
+
+
+@pytest.mark.parametrize("experts", [256, 384])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_deepseek_v4_shapes_on_every_plan(experts, dtype):
+    """Top-6 of 256 / 384 with a bias, scale 1.5: every plan the rules can choose, the same bits."""
+    logits = random_logits(5 * TOKEN_SCALE, experts, dtype, seed=experts)
+    bias = random_bias(experts, torch.float32, seed=2, scale=0.1)
+    assert_plans_agree(route_every_plan(logits, 6, correction_bias=bias, **V4))
+    route_and_check(logits, 6, correction_bias=bias, **V4)
+
+
+def test_row_windows_redo_the_rows_they_cannot_serve():
+    """The rounds tile's row windows: a row whose top lies beyond 16 (logits of 300: s = 17.3), a row with three valid
+    experts for a top-6 (the rest under the window), NaN rows and a non-finite bias entry all take exact keys; every
+    plan gives the same bits and float64's answer."""
+    logits = random_logits(8 * TOKEN_SCALE, 256, torch.float32, seed=21)
+    logits[1] = 300.0 + torch.arange(256, device=DEVICE) * 1e-3
+    logits[2, :253] = -INF
+    logits[3] = NAN
+    logits[4, ::7] = INF
+    bias = random_bias(256, torch.float32, seed=22, scale=0.1)
+    assert_plans_agree(route_every_plan(logits, 6, correction_bias=bias, **V4))
+    weights, ids = moe_routing.route(logits, 6, correction_bias=bias, **V4)
+    assert (ids[1] >= 0).all() and torch.isfinite(weights).all()
+    assert sorted(ids[2, :3].cpu().tolist()) == [253, 254, 255] and ids[2, 3:].cpu().tolist() == [0, 1, 2]
+    bias[17] = INF
+    assert_plans_agree(route_every_plan(logits, 6, correction_bias=bias, **V4))
+
+
+@pytest.mark.parametrize("renormalize", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", [(1, 2, 1), (7, 131, 5), (3, 257, 8), (13, 1021, 31), (2, 1024, 32)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_sqrtsoftplus_matrix(shape, dtype, renormalize):
+    tokens, experts, topk = shape
+    logits = random_logits(tokens * TOKEN_SCALE, experts, dtype, seed=experts + 1)
+    bias = random_bias(experts, torch.bfloat16, seed=experts, scale=0.3)
+    route_and_check(logits, topk, scoring_func="sqrtsoftplus", correction_bias=bias, renormalize=renormalize)
+    route_and_check(logits, topk, scoring_func="sqrtsoftplus", renormalize=renormalize)
+
+
+@pytest.mark.parametrize("groups,kept", [(8, 4), (4, 1), (8, 8)])
+def test_grouped_sqrtsoftplus(groups, kept):
+    logits = random_logits(9 * TOKEN_SCALE, 256, torch.bfloat16, seed=groups)
+    bias = random_bias(256, torch.float32, seed=groups, scale=0.2)
+    route_every_plan(logits, 8, correction_bias=bias, num_expert_group=groups, topk_group=kept, **V4)
+    route_and_check(logits, 8, correction_bias=bias, num_expert_group=groups, topk_group=kept, **V4)
+
+
+def test_large_logits_take_the_threshold_and_unrenormalised_weights_grow_as_sqrt():
+    logits = torch.tensor([[25.0, 400.0, -3.0, 1e4, 0.0, 19.0, 21.0, 2.0]], device=DEVICE)
+    weights, ids = moe_routing.route(logits, 3, scoring_func="sqrtsoftplus", renormalize=False)
+    assert ids.cpu().tolist() == [[3, 1, 0]]
+    torch.testing.assert_close(weights.cpu(), torch.tensor([[100.0, 20.0, 5.0]]), rtol=1e-6, atol=0)
+    route_and_check(logits, 3, scoring_func="sqrtsoftplus", renormalize=False)
+
+
+@pytest.mark.parametrize("bad", [NAN, INF, -INF], ids=["nan", "+inf", "-inf"])
+def test_non_finite_logits_are_invalid(bad):
+    logits = random_logits(4, 64, torch.float32, seed=9)
+    logits[:, 5] = bad
+    logits[2, :62] = bad  # two valid experts for a top-6: four invalid ones after them, in index order
+    bias = random_bias(64, torch.float32, seed=3, scale=0.1)
+    weights, ids = moe_routing.route(logits, 6, correction_bias=bias, **V4)
+    weights, ids = weights.cpu(), ids.cpu()
+    assert 5 not in ids[0].tolist()
+    assert sorted(ids[2, :2].tolist()) == [62, 63] and ids[2, 2:].tolist() == [0, 1, 2, 3]
+    assert weights[2, 2:].tolist() == [0.0] * 4 and torch.isfinite(weights).all()
+    route_and_check(logits, 6, correction_bias=bias, **V4)
+
+
+def test_ties_go_to_the_lower_index():
+    logits = torch.full((3, 96), 0.75, device=DEVICE)
+    logits[1, 40:50] = 2.0  # ten equal best experts: the first six of them
+    weights, ids = moe_routing.route(logits, 6, correction_bias=torch.zeros(96, device=DEVICE), **V4)
+    assert ids.cpu().tolist() == [list(range(6)), list(range(40, 46)), list(range(6))]
+    torch.testing.assert_close(weights.cpu(), torch.full((3, 6), 1.5 / 6), rtol=0, atol=1e-6)
+
+
+# ---- padding and int64 ids ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [dict(scoring_func="sigmoid", num_expert_group=8, topk_group=4),
+                                  dict(scoring_func="softmax"), dict(scoring_func="sqrtsoftplus")], ids=str)
+@pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64], ids=str)
+def test_padded_rows_get_minus_one_and_zero_weights(call, ids_dtype):
+    tokens = 11 * TOKEN_SCALE
+    logits = random_logits(tokens, 256, torch.bfloat16, seed=4)
+    bias = None if call["scoring_func"] == "softmax" else random_bias(256, seed=5, scale=0.1)
+    is_padding = torch.arange(tokens, device=DEVICE) % 4 == 1
+    out = poisoned_out(tokens, 8)
+    out = (out[0], out[1].to(ids_dtype))
+    weights, ids = moe_routing.route(logits, 8, correction_bias=bias, is_padding=is_padding, ids_dtype=ids_dtype,
+                                     out=out, **call)
+    assert weights is out[0] and ids is out[1] and ids.dtype == ids_dtype
+    assert (ids[is_padding] == -1).all() and (weights[is_padding] == 0).all()
+    unpadded = moe_routing.route(logits, 8, correction_bias=bias, **call)
+    assert torch.equal(ids[~is_padding].int(), unpadded[1][~is_padding])
+    assert torch.equal(weights[~is_padding], unpadded[0][~is_padding])
+    expected = reference.route(logits.cpu(), 8, correction_bias=None if bias is None else bias.cpu(),
+                               is_padding=is_padding.cpu(), ids_dtype=ids_dtype, **call)
+    assert torch.equal(ids.cpu(), expected[1])
+    verdict = verify(weights, ids, logits, 8, correction_bias=bias, is_padding=is_padding, **call)
+    assert verdict.ok, verdict
+
+
+def test_a_non_contiguous_padding_mask():
+    logits = random_logits(8, 64, seed=6)
+    mask = torch.zeros(8, 2, dtype=torch.bool, device=DEVICE)
+    mask[3, 0] = True
+    weights, ids = moe_routing.route(logits, 4, is_padding=mask[:, 0], scoring_func="sqrtsoftplus")
+    assert ids[3].tolist() == [-1] * 4 and (ids[torch.arange(8) != 3] >= 0).all()
+
+
+# ---- hash routing --------------------------------------------------------------------------------------------------
+
+def hash_table(vocabulary, experts, topk, seed=0, repeats=False):
+    gen = torch.Generator().manual_seed(seed)
+    if repeats:
+        return torch.randint(0, experts, (vocabulary, topk), generator=gen)
+    return torch.stack([torch.randperm(experts, generator=gen)[:topk] for _ in range(vocabulary)])
+
+
+@pytest.mark.parametrize("scoring_func", ["sqrtsoftplus", "sigmoid"])
+@pytest.mark.parametrize("renormalize", [True, False])
+@pytest.mark.parametrize("table_dtype", [torch.int64, torch.int32], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_hash_routing_weights_the_tables_experts(scoring_func, renormalize, table_dtype, dtype):
+    tokens, experts, vocabulary = 13 * TOKEN_SCALE, 256, 97
+    logits = random_logits(tokens, experts, dtype, seed=7)
+    table = hash_table(vocabulary, experts, 6).to(table_dtype).to(DEVICE)
+    input_ids = torch.randint(0, vocabulary, (tokens,), generator=torch.Generator().manual_seed(8)).to(DEVICE)
+    weights, ids = moe_routing.route_hash(logits, input_ids, table, scoring_func=scoring_func,
+                                          renormalize=renormalize, routed_scaling_factor=1.5)
+    assert torch.equal(ids.long().cpu(), table.long().cpu()[input_ids.cpu()])  # in the table's order
+    call = check_call(logits.cpu(), 6, scoring_func, None, 1, 1, renormalize, 1.5, None)
+    expected, _, _ = evaluate_hash(logits.cpu(), input_ids.cpu(), table.cpu(), call, dtype=torch.float64)
+    torch.testing.assert_close(weights.cpu().double(), expected, rtol=0, atol=2e-6 * 1.5 * (1 if renormalize else 4))
+    ref = reference.route_hash(logits.cpu(), input_ids.cpu(), table.cpu(), scoring_func=scoring_func,
+                               renormalize=renormalize, routed_scaling_factor=1.5)
+    assert torch.equal(ref[1], ids.cpu())
+
+
+def test_hash_tables_with_repeated_experts_weigh_each_slot():
+    """Defined, not rejected: a repeated expert fills each of its slots with its score (the sum counts it twice),
+    as DeepSeek-V4's hash router and vLLM's op compute it."""
+    logits = random_logits(5, 16, seed=9)
+    table = torch.tensor([[3, 3, 7, 1], [0, 1, 2, 3]], device=DEVICE)
+    input_ids = torch.tensor([0, 1, 0, 0, 1], device=DEVICE)
+    weights, ids = moe_routing.route_hash(logits, input_ids, table)
+    assert ids[0].tolist() == [3, 3, 7, 1] and weights[0, 0] == weights[0, 1]
+    scores = torch.sqrt(torch.nn.functional.softplus(logits[0, [3, 3, 7, 1]].cpu().double()))
+    torch.testing.assert_close(weights[0].cpu().double(), scores / scores.sum(), rtol=0, atol=2e-6)
+
+
+def test_hash_routing_padding_unknown_tokens_and_invalid_logits():
+    logits = random_logits(6, 32, seed=10)
+    logits[4, 5] = NAN
+    table = torch.tensor([[5, 6], [7, 8], [1, 2]], device=DEVICE)
+    input_ids = torch.tensor([0, 1, 2, 3, 0, -1], device=DEVICE)  # 3 and -1: outside the table
+    is_padding = torch.tensor([False, True, False, False, False, False], device=DEVICE)
+    out = poisoned_out(6, 2)
+    weights, ids = moe_routing.route_hash(logits, input_ids, table, is_padding=is_padding, out=out)
+    assert ids.cpu().tolist() == [[5, 6], [-1, -1], [1, 2], [-1, -1], [5, 6], [-1, -1]]
+    assert weights[1].tolist() == [0, 0] and weights[3].tolist() == [0, 0] and weights[5].tolist() == [0, 0]
+    assert weights[4, 0] == 0 and weights[4, 1] == pytest.approx(1.0)  # the NaN logit's expert weighs 0
+    expected = reference.route_hash(logits.cpu(), input_ids.cpu(), table.cpu(), is_padding=is_padding.cpu())
+    assert torch.equal(expected[1], ids.cpu())
+    torch.testing.assert_close(expected[0], weights.cpu(), rtol=0, atol=1e-6)
+
+
+HASH_ERRORS = [
+    ("table id above the experts", dict(tid2eid=torch.tensor([[0, 16]])), ValueError, "tid2eid"),
+    ("table id negative", dict(tid2eid=torch.tensor([[-1, 3]])), ValueError, "tid2eid"),
+    ("table float", dict(tid2eid=torch.zeros(2, 2)), TypeError, "tid2eid"),
+    ("table 1-D", dict(tid2eid=torch.zeros(4, dtype=torch.long)), ValueError, "tid2eid"),
+    ("table wider than the experts", dict(tid2eid=torch.zeros(2, 17, dtype=torch.long)), ValueError, "tid2eid"),
+    ("input ids float", dict(input_ids=torch.zeros(4)), TypeError, "input_ids"),
+    ("input ids short", dict(input_ids=torch.zeros(3, dtype=torch.long)), ValueError, "input_ids"),
+    ("input ids 2-D", dict(input_ids=torch.zeros(4, 1, dtype=torch.long)), ValueError, "input_ids"),
+    ("softmax scoring", dict(scoring_func="softmax"), ValueError, "scoring_func"),
+    ("padding int", dict(is_padding=torch.zeros(4, dtype=torch.int32)), TypeError, "is_padding"),
+    ("padding short", dict(is_padding=torch.zeros(3, dtype=torch.bool)), ValueError, "is_padding"),
+    ("ids unsigned with padding", dict(is_padding=torch.zeros(4, dtype=torch.bool), ids_dtype=torch.uint32),
+     TypeError, "ids_dtype"),
+    ("ids float", dict(ids_dtype=torch.float32), TypeError, "ids_dtype"),
+]
+
+
+@pytest.mark.parametrize("entry", [moe_routing.route_hash, reference.route_hash], ids=["op", "reference"])
+@pytest.mark.parametrize("description,change,error,argument", HASH_ERRORS, ids=[e[0] for e in HASH_ERRORS])
+def test_bad_hash_calls_raise_naming_the_argument(entry, description, change, error, argument):
+    call = dict(gating_output=torch.randn(4, 16), input_ids=torch.zeros(4, dtype=torch.long),
+                tid2eid=torch.zeros(3, 2, dtype=torch.long))
+    call.update({k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in change.items()})
+    call = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in call.items()}
+    args = (call.pop("gating_output"), call.pop("input_ids"), call.pop("tid2eid"))
+    with pytest.raises(error, match=argument):
+        entry(*args, **call)
+
+
+PADDING_ERRORS = [
+    ("padding int", dict(is_padding=torch.zeros(4, dtype=torch.uint8)), TypeError, "is_padding"),
+    ("padding long", dict(is_padding=torch.zeros(5, dtype=torch.bool)), ValueError, "is_padding"),
+    ("padding 2-D", dict(is_padding=torch.zeros(4, 1, dtype=torch.bool)), ValueError, "is_padding"),
+    ("padding a list", dict(is_padding=[False] * 4), TypeError, "is_padding"),
+    ("ids unsigned with padding", dict(is_padding=torch.zeros(4, dtype=torch.bool), ids_dtype=torch.uint8),
+     TypeError, "ids_dtype"),
+    ("ids int16", dict(ids_dtype=torch.int16), TypeError, "ids_dtype"),
+    ("out ids not the ids dtype", dict(ids_dtype=torch.int64, out=(torch.empty(4, 2), torch.empty(4, 2, dtype=torch.int32))),
+     TypeError, "ids"),
+]
+
+
+@pytest.mark.parametrize("entry", [moe_routing.route, reference.route], ids=["op", "reference"])
+@pytest.mark.parametrize("description,kwargs,error,argument", PADDING_ERRORS, ids=[e[0] for e in PADDING_ERRORS])
+def test_bad_padding_and_ids_calls_raise_naming_the_argument(entry, description, kwargs, error, argument):
+    kwargs = {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else
+                  tuple(t.to(DEVICE) for t in v) if isinstance(v, tuple) else v) for k, v in kwargs.items()}
+    with pytest.raises(error, match=argument):
+        entry(torch.randn(4, 16, device=DEVICE), 2, **kwargs)
+
+
+def test_the_padding_mask_must_be_on_the_logits_device():
+    with pytest.raises(ValueError, match="is_padding"):
+        moe_routing.route(torch.randn(4, 16), 2, is_padding=torch.zeros(4, dtype=torch.bool, device="meta"))
+
+
+def test_a_table_is_checked_again_after_an_in_place_change():
+    logits = torch.randn(2, 8, device=DEVICE)
+    table = torch.tensor([[1, 2]], device=DEVICE)
+    input_ids = torch.zeros(2, dtype=torch.long, device=DEVICE)
+    moe_routing.route_hash(logits, input_ids, table)
+    table[0, 1] = 8
+    with pytest.raises(ValueError, match="tid2eid"):
+        moe_routing.route_hash(logits, input_ids, table)
