@@ -15,7 +15,7 @@ import torch
 
 SCORING_FUNCS = ("sigmoid", "softmax", "sqrtsoftplus")  # index = RoutingCall.scoring (the kernels' SCORING)
 SIGMOID, SOFTMAX, SQRTSOFTPLUS = range(3)
-IDS_DTYPES = (torch.int32, torch.int64)
+IDS_DTYPES = (torch.int32, torch.int64)  # of the ids returned, and of token ids and hash tables given
 LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 BIAS_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
@@ -191,7 +191,6 @@ def _check_out(out, tokens: int, topk: int, device: torch.device, ids_dtype: tor
             raise ValueError(f"{name} is on {tensor.device}, gating_output on {device}")
 
 
-INDEX_DTYPES = (torch.int32, torch.int64)
 _checked_tables: dict[tuple, None] = {}  # hash tables whose entries were found in range, by storage and version
 
 
@@ -212,7 +211,7 @@ def check_hash_call(gating_output, input_ids, tid2eid, scoring_func, renormalize
     for name, tensor, dims in (("input_ids", input_ids, 1), ("tid2eid", tid2eid, 2)):
         if not isinstance(tensor, torch.Tensor):
             _check_tensor(name, tensor)
-        if tensor.dtype not in INDEX_DTYPES:
+        if tensor.dtype not in IDS_DTYPES:
             raise TypeError(f"{name} must be an int32 or int64 tensor, got {tensor.dtype}")
         if tensor.dim() != dims:
             raise ValueError(f"{name} must be {dims}-D, got shape {tuple(tensor.shape)}")
@@ -239,7 +238,7 @@ def _check_table_entries(tid2eid: torch.Tensor, experts: int) -> None:
         return
     if tid2eid.is_cuda and torch.cuda.is_current_stream_capturing():
         return  # no host read inside a capture: the kernel masks entries outside [0, E)
-    low, high = int(tid2eid.min()), int(tid2eid.max())
+    low, high = (int(v) for v in torch.aminmax(tid2eid))  # one pass, one read back
     if low < 0 or high >= experts:
         raise ValueError(f"tid2eid holds expert ids in [{low}, {high}]; gating_output has {experts} experts "
                          f"(ids must lie in [0, {experts}))")

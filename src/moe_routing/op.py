@@ -166,17 +166,15 @@ def route_hash(
     if call.tokens == 0:
         return weights, ids
     logits = gating_output if gating_output.stride(1) == 1 or call.experts == 1 else gating_output.contiguous()
-    table = tid2eid if tid2eid.is_contiguous() else tid2eid.contiguous()
-    padding = None if is_padding is None else _padding_bytes(is_padding)
     kernels = _kernels or _kernel_module()
-    if logits.is_cuda or kernels.INTERPRETED:
-        kernels.launch_hash(call, logits, input_ids, table, weights, ids, padding)
+    if logits.is_cuda or kernels.INTERPRETED:  # (the kernel reads the token ids and the table at unit strides)
+        kernels.launch_hash(call, logits, input_ids.contiguous(), tid2eid.contiguous(), weights, ids,
+                            None if is_padding is None else _padding_bytes(is_padding))
     else:
-        result = reference.route_hash(gating_output, input_ids, tid2eid, scoring_func=scoring_func,
-                                      renormalize=renormalize, routed_scaling_factor=routed_scaling_factor,
-                                      is_padding=is_padding, ids_dtype=ids_dtype)
-        weights.copy_(result[0])
-        ids.copy_(result[1])
+        result_weights, result_ids, unknown = reference.evaluate_hash(logits, input_ids, tid2eid, call)
+        weights.copy_(result_weights)
+        ids.copy_(result_ids)
+        _mark_padded(weights, ids, unknown if is_padding is None else unknown | is_padding)
     return weights, ids
 
 
@@ -221,9 +219,13 @@ def _run(call: RoutingCall, logits, bias, weights, ids, padding=None) -> None:
         weights.copy_(result.weights)
         ids.copy_(result.ids)
         if padding is not None:
-            padded = padding.bool()[:, None]
-            weights.masked_fill_(padded, 0.0)
-            ids.masked_fill_(padded, -1)
+            _mark_padded(weights, ids, padding.bool())
+
+
+def _mark_padded(weights: torch.Tensor, ids: torch.Tensor, padded: torch.Tensor) -> None:
+    """Padded rows (``padded`` [T] bool) as the semantics give them: weights 0, ids -1."""
+    weights.masked_fill_(padded[:, None], 0.0)
+    ids.masked_fill_(padded[:, None], -1)
 
 
 @torch.library.custom_op("moe_routing::route_into", mutates_args=("weights", "ids"))

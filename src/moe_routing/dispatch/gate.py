@@ -32,7 +32,7 @@ from typing import Callable
 
 import torch
 
-from ..call import BIAS_DTYPES, IDS_DTYPES, INDEX_DTYPES, LOGIT_DTYPES, MAX_EXPERTS, MAX_GROUPS, MAX_TOPK, SCORING_FUNCS
+from ..call import BIAS_DTYPES, IDS_DTYPES, LOGIT_DTYPES, MAX_EXPERTS, MAX_GROUPS, MAX_TOPK, SCORING_FUNCS
 
 SUBSTITUTED = "substituted"
 
@@ -141,9 +141,9 @@ def _decide_hash(r: RoutingRequest, mode: ExecutionMode, s: Settings) -> tuple[b
     table, tokens = r.hash_table, r.input_ids
     if r.scoring == "softmax":
         return False, "hash table with softmax scoring"
-    if tokens is None or tokens.dim() != 1 or tokens.shape[0] != r.logits.shape[0] or tokens.dtype not in INDEX_DTYPES:
+    if tokens is None or tokens.dim() != 1 or tokens.shape[0] != r.logits.shape[0] or tokens.dtype not in IDS_DTYPES:
         return False, "hash routing without int32/int64 token ids, one a row"
-    if (table.dim() != 2 or table.shape[1] != r.topk or table.dtype not in INDEX_DTYPES
+    if (table.dim() != 2 or table.shape[1] != r.topk or table.dtype not in IDS_DTYPES
             or table.device != r.logits.device or tokens.device != r.logits.device):
         return False, "hash table not an int32/int64 [V, topk] tensor on the logits' device"
     return _decide_mode(mode, s)

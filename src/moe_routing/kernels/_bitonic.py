@@ -1050,14 +1050,6 @@ def _softmax_total(logits_ptr, rows64, row_ok, stride_l_row, top, NUM_EXPERTS: t
 @triton.jit
 def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
     """(offset, steps per unit of c, usable): the quantisation window from the bias (module docstring)."""
-    lo, hi, finite = _bias_bounds(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
-    return _window_from(lo, hi, finite)
-
-
-@triton.jit
-def _bias_bounds(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
-    """The bias's smallest and largest entry (0.0 counted for padding up to BLOCK_EXPERTS) and whether every entry
-    is finite; 0, 0, True without a bias."""
     if bias_ptr is None:
         lo = tl.zeros((), tl.float32)
         hi = tl.zeros((), tl.float32)
@@ -1068,7 +1060,7 @@ def _bias_bounds(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexp
         lo = tl.min(b, axis=0)
         hi = tl.max(b, axis=0)
         finite = tl.max((tl.abs(b) == float("inf")) | (b != b), axis=0) == 0
-    return lo, hi, finite
+    return _window_from(lo, hi, finite)
 
 
 @triton.jit

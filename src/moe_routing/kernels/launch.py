@@ -190,12 +190,9 @@ def launch(
     if key is not None and key not in _launchers:
         direct = _DirectLaunch(compiled, plan) if _direct_launch_supported(compiled) else None
         _launchers[key] = direct
-        if (direct is not None and len(key) == HOST_KEY_LENGTH and host_launch.enabled_by_environment()
-                and host_launch.load() is not None):
+        if (direct is not None and padding is None and ids.dtype == torch.int32  # (what the C++ side takes)
+                and host_launch.enabled_by_environment() and host_launch.load() is not None):
             host_launch.register(call, logits, bias, weights, ids, compiled, plan.rows)
-
-
-HOST_KEY_LENGTH = 9  # launcher keys of the calls the C++ host path takes (int32 ids, no padding)
 
 
 def _run_triton(plan: Plan, call: RoutingCall, logits, bias, weights, ids, warmup: bool = False, padding=None):

@@ -387,7 +387,7 @@ def _tile_class(call: RoutingCall, tclass: int, float32_logits: bool, biased: bo
     256 or 512 experts (grouped too, up to 16 groups) on 16-bit logits take the SMALL class's one-row tile with
     rounds, measured faster there than the four-lane tile; and sqrt-softplus rows with a bias take the LATENCY class's
     one-row tile with rounds at every token count (32-bit keys in the row's own window; the streaming tiles would
-    rank them by exact keys, 1.03-1.85x slower on the H200 from 2048 tokens: docs/kernel-design-log.md)."""
+    rank them by exact keys, 1.09-2.44x slower on the H200 from 2048 tokens: docs/kernel-design-log.md)."""
     if call.scoring == SQRTSOFTPLUS and biased and rounds_ok(call, 1, 1, biased=True):
         return LATENCY
     if (tclass == MEDIUM and call.experts in (256, 512) and not call.softmax and not float32_logits

@@ -201,6 +201,9 @@ ENGINE_SOURCES: dict[str, str] = {}
 _DSV4_PATH = "vllm/model_executor/layers/fused_moe/router/dsv4_topk.py"
 
 
+_source_modules: dict = {}  # path -> module, loaded once a run (every shape's arm asks again)
+
+
 def _vllm_dsv4_module():
     """vLLM's ``dsv4_topk`` module: the installed vLLM's, else the file from ``ENGINE_SOURCES["vllm"]`` (a vLLM
     source tree or site-packages folder, read at run time), run with the two vLLM helpers it imports supplied
@@ -212,12 +215,20 @@ def _vllm_dsv4_module():
     except ImportError:
         if "vllm" not in ENGINE_SOURCES:
             raise
-    import importlib.util
-    import sys
-    import types
     from pathlib import Path
 
     path = Path(ENGINE_SOURCES["vllm"]) / _DSV4_PATH
+    if path not in _source_modules:
+        _source_modules[path] = _load_with_vllm_helpers(path)
+    return _source_modules[path]
+
+
+def _load_with_vllm_helpers(path):
+    """Execute a vLLM source file with stand-ins for ``vllm.platforms`` and ``vllm.triton_utils``, removed after."""
+    import importlib.util
+    import sys
+    import types
+
     if not path.is_file():
         raise FileNotFoundError(f"{path} (--engine-source vllm=DIR: DIR must hold vllm/...)")
     platform = types.SimpleNamespace(is_cuda=lambda: torch.version.hip is None and torch.cuda.is_available(),

@@ -140,12 +140,10 @@ def tiny_model(family: str, seed: int = 0, dtype: torch.dtype = torch.float32, d
     with torch.no_grad():
         for module in model.modules():
             for name in ("e_score_correction_bias", "expert_bias"):
-                bias = module.__dict__.get("_buffers", {}).get(name)
-                if bias is None:
-                    bias = module.__dict__.get("_parameters", {}).get(name)
+                bias = getattr(module, name, None)
                 if isinstance(bias, torch.Tensor) and bias.is_floating_point():
                     bias.copy_(torch.randn(bias.shape, generator=generator) * 0.05)
-            table = module.__dict__.get("_buffers", {}).get("tid2eid")
+            table = getattr(module, "tid2eid", None)
             if isinstance(table, torch.Tensor):
                 experts = module.weight.shape[0]
                 table.copy_(torch.stack([torch.randperm(experts, generator=generator)[: table.shape[1]]
