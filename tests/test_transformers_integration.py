@@ -174,3 +174,28 @@ def test_patch_refuses_unknown_modes_and_models():
         patch(torch.nn.Linear(2, 2), "both")
     with pytest.raises(ValueError, match="no supported router"):
         patch(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("family", ["deepseek_v3", "qwen3_moe", "deepseek_v4"])
+def test_patch_with_warmup_warms_the_routers_shapes(family):
+    from moe_routing.integrations.transformers import routing_shapes, unpatch
+
+    model = tiny_model(family, device=DEVICE, small=True)
+    shapes, dtypes = routing_shapes(model)
+    assert shapes and dtypes
+    routers = [m for m in model.modules() if supported_router(m)]
+    assert {s.experts for s in shapes} == {m.weight.shape[0] for m in routers if getattr(m, "weight", None) is not None}
+    result = patch(model, warmup=True)
+    try:
+        assert result.warmup is not None and result.warmup.kernels >= 1
+        assert result.warmup.shapes == tuple(shapes)
+    finally:
+        unpatch(model)
+    assert patch(model).warmup is None
+    unpatch(model)
+
+
+def supported_router(module) -> bool:
+    from moe_routing.integrations.transformers import supported
+
+    return supported(module)

@@ -7,7 +7,9 @@
 from . import reference
 from .call import MAX_EXPERTS, MAX_GROUPS, MAX_TOPK
 from .op import biased_grouped_topk, route, route_hash
+from .precompile import MODEL_SHAPES, RoutingShape, warmup
 
 __version__ = "0.1.0"
 
-__all__ = ["MAX_EXPERTS", "MAX_GROUPS", "MAX_TOPK", "biased_grouped_topk", "reference", "route", "route_hash"]
+__all__ = ["MAX_EXPERTS", "MAX_GROUPS", "MAX_TOPK", "MODEL_SHAPES", "RoutingShape", "biased_grouped_topk", "reference",
+           "route", "route_hash", "warmup"]

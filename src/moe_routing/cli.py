@@ -134,7 +134,8 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
 
 
 @main.command()
-@click.option("--preset", type=click.Choice(["targets", "smoke", "wide", "deepseek-v4"]), default="targets",
+@click.option("--preset", type=click.Choice(["targets", "smoke", "wide", "deepseek-v4", "vllm-sites"]),
+              default="targets",
               show_default=True, help="Shape set (ignored when --shape is given).")
 @click.option("--shape", "specs", multiple=True,
               help="E/K[/G:KEPT][/softmax|/sqrtsoftplus][/nobias][/fp32|/fp16], repeatable.")
@@ -149,7 +150,10 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
 @click.option("--engine-source", "engine_sources", multiple=True, callback=_engine_sources, metavar="ENGINE=DIR",
               help="An engine's source tree, for engine arms whose kernels are source files (vllm=DIR: DIR holds "
                    "vllm/...; the engine's sdist unpacked, or a site-packages folder), read at run time.")
-def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out, from_json, engine_sources) -> None:
+@click.option("--host-tokens", type=click.IntRange(min=0), default=128, show_default=True,
+              help="Measure eager host time (wall time of back-to-back calls) on rows up to this many tokens.")
+def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out, from_json, engine_sources,
+          host_tokens) -> None:
     """Time route() against the reference, the floors and importable engine ops, side by side (GPU)."""
     import json
     from pathlib import Path
@@ -175,7 +179,7 @@ def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out, fr
     click.echo(f"reproduce: moe-routing {' '.join(sys.argv[1:])}")
     with _quiet(), tqdm(total=len(shapes), desc="bench", unit="shape", file=sys.stderr) as bar:
         result = run_suite(shapes, arms.split(",") if arms else None, rounds, calls_per_graph, replays,
-                           progress=lambda shape: bar.update())
+                           host_max_tokens=host_tokens, progress=lambda shape: bar.update())
     paths = write_outputs(result, Path(out))
     click.echo("\n" + paths["markdown"].read_text())
     click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
@@ -349,6 +353,86 @@ def prompts(model_dir, tokens, count, output_tokens, out, seed) -> None:
                f"{prompt_set.rejected} windows rejected")
     click.echo(f"use: vllm bench serve --model {model_dir} --dataset-name custom --dataset-path {out} "
                f"--num-prompts {count}")
+
+
+_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _dtypes(ctx, param, value: str):
+    """``bf16,fp32`` as torch dtypes."""
+    import torch
+
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in _DTYPE_NAMES]
+    if unknown or not names:
+        raise click.BadParameter(f"{value!r}: expected a comma-separated choice of {', '.join(_DTYPE_NAMES)}")
+    return tuple(getattr(torch, _DTYPE_NAMES[n]) for n in names)
+
+
+def _model_names() -> list[str]:
+    from .precompile import MODEL_SHAPES
+
+    return list(MODEL_SHAPES)
+
+
+@main.command()
+@click.option("--model", "models", multiple=True, type=click.Choice(_model_names()),
+              help="A model's routing shape, repeatable [default: deepseek-v3 and kimi-k2].")
+@click.option("--dtypes", default="bf16,fp32", show_default=True, callback=_dtypes, help="Logits dtypes.")
+@click.option("--int64-ids", is_flag=True, help="Also the launches with int64 ids.")
+@click.option("--padded", is_flag=True, help="Also the launches with a padding mask.")
+@click.option("--threads", type=click.IntRange(min=1), default=16, show_default=True)
+def warmup(models, dtypes, int64_ids, padded, threads) -> None:
+    """Compile every kernel route() can launch for models' routing shapes (every token class) and time it."""
+    import torch
+
+    from tqdm import tqdm
+
+    from . import precompile
+
+    if not torch.cuda.is_available():
+        click.echo("moe-routing warmup compiles GPU kernels: no CUDA GPU is visible here.", err=True)
+        sys.exit(2)
+    models = models or ("deepseek-v3", "kimi-k2")
+    ids_dtypes = (torch.int32, torch.int64) if int64_ids else (torch.int32,)
+    with tqdm(desc="warmup", unit="kernel", file=sys.stderr) as bar:
+        report = precompile.warmup(models, dtypes=dtypes, ids_dtypes=ids_dtypes, padded=padded, threads=threads,
+                                progress=bar.update)
+    click.echo(f"{report} ({', '.join(models)}; `moe-routing {' '.join(sys.argv[1:])}`)")
+
+
+@main.command("compile-check")
+@click.option("--target", "targets", multiple=True, type=click.Choice(["gfx942", "gfx950"]),
+              help="AMD target, repeatable [default: both].")
+@click.option("--model", "models", multiple=True, type=click.Choice(_model_names()),
+              help="Repeatable [default: deepseek-v3, kimi-k2, moonlight, qwen3-moe].")
+@click.option("--dtypes", default="bf16,fp16,fp32", show_default=True, callback=_dtypes, help="Logits dtypes.")
+@click.option("--threads", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also write the table here.")
+def compile_check(targets, models, dtypes, threads, out) -> None:
+    """Compile every plan for AMD GPUs (no GPU needed); exit 1 on a compile error or a register spill."""
+    import time
+
+    from tabulate import tabulate
+    from tqdm import tqdm
+
+    from .measure.compile_check import AMD_TARGETS, DEFAULT_MODELS, run_compile_check
+
+    started = time.perf_counter()
+    with tqdm(desc="compile", unit="kernel", file=sys.stderr) as bar:
+        rows = run_compile_check(targets or AMD_TARGETS, models or DEFAULT_MODELS, dtypes, threads,
+                                 progress=lambda row: bar.update())
+    table = tabulate(rows, headers="keys", tablefmt="github")
+    bad = [r for r in rows if r["ok"] != "yes"]
+    summary = (f"moe-routing compile-check: {len(rows)} kernels compiled for {', '.join(targets or AMD_TARGETS)} "
+               f"in {time.perf_counter() - started:.0f} s; {len(bad)} with a compile error or register spills")
+    click.echo(table + "\n\n" + summary)
+    if out:
+        from pathlib import Path
+
+        Path(out).write_text(f"`moe-routing {' '.join(sys.argv[1:])}`\n\n{table}\n\n{summary}\n")
+    if bad:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -47,9 +47,9 @@ def forward_context(mode: str, is_padding: torch.Tensor | None = None):
 
 
 def test_every_site_is_found_and_patched(registered):
-    assert set(registered) == {site.name for site in plugin.SITES}
+    assert set(registered) == {site.name for site in plugin.SITES + (plugin.WARMUP_SITE,)}
     assert all(status.startswith("patched") for status in registered.values()), registered
-    for site in plugin.SITES:
+    for site in plugin.SITES + (plugin.WARMUP_SITE,):
         owner, name, current = plugin._resolve(site)
         assert hasattr(plugin._function_of(current), "__moe_routing_original__"), site.name
 
@@ -288,3 +288,44 @@ def test_vision_bias_and_softmax_hash_tables_stay_with_vllm():
     reasons = dispatch.counters()["fused_topk_bias"]
     assert reasons == {"per-token vision bias (bias_vl) not supported": 1, "hash table with softmax scoring": 1,
                        dispatch.SUBSTITUTED: 1}
+
+
+@pytest.mark.parametrize("grouped, groups, kept, scoring, bias, expected", [
+    (True, 8, 8, "sigmoid", True, (256, 8, "sigmoid", torch.float32, 1, 1)),  # uneliminating: the flat path
+    (True, 1, 1, "sigmoid", True, (256, 8, "sigmoid", torch.float32, 1, 1)),
+    (False, None, None, "softmax", False, (256, 8, "softmax", None, 1, 1)),
+    (False, None, None, "sqrtsoftplus", True, (256, 8, "sqrtsoftplus", torch.float32, 1, 1)),
+    (True, 8, 4, "sigmoid", True, None),  # eliminating, grouped path off: the plugin does not serve it
+])
+def test_routers_built_by_vllms_factory_are_warmed_as_the_plugin_serves_them(grouped, groups, kept, scoring, bias,
+                                                                              expected, monkeypatch):
+    """At model load vLLM builds each MoE layer's router with create_fused_moe_router; the plugin's wrapper reads
+    the routing shape off the router it returns and starts a warm-up (on a GPU; recorded here)."""
+    factory = importlib.import_module(ROUTER + "router_factory")
+    started = []
+    monkeypatch.setattr(plugin, "warm_router", lambda router: started.append(plugin.routing_shape_of(router)))
+    router = factory.create_fused_moe_router(
+        top_k=8, global_num_experts=256, renormalize=True, use_grouped_topk=grouped, num_expert_group=groups,
+        topk_group=kept, scoring_func=scoring, e_score_correction_bias=torch.zeros(256) if bias else None)
+    assert router is not None and len(started) == 1
+    shape = started[0]
+    found = None if shape is None else (shape.experts, shape.topk, shape.scoring_func, shape.bias_dtype,
+                                        shape.num_expert_group, shape.topk_group)
+    assert found == expected
+
+
+def test_warm_router_warms_each_shape_once_and_not_without_a_gpu(monkeypatch):
+    class Router:
+        top_k, global_num_experts, scoring_func, renormalize = 8, 384, "sigmoid", True
+        e_score_correction_bias = torch.zeros(384)
+
+    if not torch.cuda.is_available():
+        assert plugin.warm_router(Router()) is False
+        return
+    monkeypatch.setattr(plugin, "_warm_up", lambda *args: None)
+    plugin._warmed.clear()
+    assert plugin.warm_router(Router()) is True
+    assert plugin.warm_router(Router()) is False
+    monkeypatch.setenv(plugin.WARMUP_ENV_SWITCH, "0")
+    plugin._warmed.clear()
+    assert plugin.warm_router(Router()) is False

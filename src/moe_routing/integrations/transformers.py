@@ -389,6 +389,35 @@ class PatchResult:
     patched: list[str]
     skipped: dict[str, str]
     recorder: ShadowRecorder | None = None
+    warmup: object = None  # moe_routing.precompile.WarmupReport, with patch(..., warmup=True)
+
+
+def routing_shapes(model: torch.nn.Module) -> tuple[list, list[torch.dtype]]:
+    """The RoutingShapes of the model's supported routers and the dtypes of their logits, read by asking each
+    router's family for its call on one zero token (hash layers, whose experts come from a table, are left out)."""
+    from ..precompile import RoutingShape
+
+    shapes, dtypes = [], []
+    for _, module in model.named_modules():
+        if not supported(module) or getattr(module, "weight", None) is None:
+            continue
+        weight = module.weight
+        try:
+            with torch.no_grad():
+                logits, arguments = family_of(module).call(module, weight.new_zeros(1, weight.shape[-1]))
+        except Exception:  # noqa: BLE001 - a router whose call needs more than hidden states: not warmed
+            continue
+        if "tid2eid" in arguments:
+            continue
+        bias = arguments.get("correction_bias")
+        shape = RoutingShape(logits.shape[-1], arguments["topk"], arguments.get("scoring_func", "sigmoid"),
+                             None if bias is None else bias.dtype, arguments.get("num_expert_group", 1),
+                             arguments.get("topk_group", 1), arguments.get("renormalize", False))
+        if shape not in shapes:
+            shapes.append(shape)
+        if logits.dtype not in dtypes:
+            dtypes.append(logits.dtype)
+    return shapes, dtypes
 
 
 def skipped_routers(model: torch.nn.Module) -> dict[str, str]:
@@ -420,8 +449,12 @@ def router_calls(model: torch.nn.Module, tokens: int) -> list[tuple[torch.Tensor
     return calls
 
 
-def patch(model: torch.nn.Module, mode: str = "replace", recorder: ShadowRecorder | None = None) -> PatchResult:
+def patch(model: torch.nn.Module, mode: str = "replace", recorder: ShadowRecorder | None = None,
+          warmup: bool = False) -> PatchResult:
     """Patch every supported router of ``model``; returns what was patched and skipped (and the shadow recorder).
+    With ``warmup``, first compile every kernel its routers' calls can launch (``moe_routing.warmup`` over their
+    ``routing_shapes``, int64 ids as the replacement asks for, on the router weights' device): ``.warmup`` is the
+    report.
 
     Raises ``ValueError`` for an unknown mode or a model without a supported router, and if the model
     is already patched (``unpatch`` first).
@@ -442,7 +475,15 @@ def patch(model: torch.nn.Module, mode: str = "replace", recorder: ShadowRecorde
         method = _replace(family) if mode == "replace" else _shadow(family, name, recorder)
         setattr(module, _PATCH_ATTRIBUTE, family.method)
         setattr(module, family.method, types.MethodType(method, module))  # an instance attribute shadows the class's
-    return PatchResult([name for name, _ in routers], skipped, recorder if mode == "shadow" else None)
+    report = None
+    if warmup:
+        from ..precompile import warmup as warm
+
+        shapes, dtypes = routing_shapes(model)
+        device = next((m.weight.device for _, m in routers if getattr(m, "weight", None) is not None), None)
+        if shapes:
+            report = warm(shapes, dtypes=dtypes, ids_dtypes=(torch.int64,), device=device)
+    return PatchResult([name for name, _ in routers], skipped, recorder if mode == "shadow" else None, report)
 
 
 def unpatch(model: torch.nn.Module) -> int:

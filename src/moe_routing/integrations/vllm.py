@@ -30,6 +30,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -222,6 +223,84 @@ def _fused_topk(original):
     return fused_topk
 
 
+# ---- warm-up at model load: vLLM builds each MoE layer's router through create_fused_moe_router -----------------
+
+WARMUP_ENV_SWITCH = "MOE_ROUTING_WARMUP"  # "0": no warm-up at model load
+_warmed: set = set()  # (shape, device, dtypes, padded) warmed or being warmed in this process
+_warm_lock = threading.Lock()
+warmups: list = []  # the warm-up threads started (tests join them)
+
+
+def routing_shape_of(router):
+    """The RoutingShape a vLLM router's calls reach the gate with, or None where the plugin would not serve them
+    (custom routing, hash layers, an eliminating grouping with the grouped path off): read from the router the
+    factory built. A router takes an uneliminating grouping as the flat path, as route() does."""
+    from ..dispatch import settings
+    from ..precompile import RoutingShape
+
+    scoring = getattr(router, "scoring_func", None)
+    experts, topk = getattr(router, "global_num_experts", None), getattr(router, "top_k", None)
+    if scoring is None or experts is None or topk is None or getattr(router, "hash_indices_table", None) is not None:
+        return None
+    groups = getattr(router, "num_expert_group", None) or 1
+    kept = getattr(router, "topk_group", None) or groups
+    if kept >= groups:
+        groups = kept = 1
+    elif not settings().grouped:
+        return None
+    bias = getattr(router, "e_score_correction_bias", None)
+    try:
+        return RoutingShape(experts, topk, scoring, None if bias is None else bias.dtype, groups, kept,
+                            bool(getattr(router, "renormalize", True)))
+    except (TypeError, ValueError):
+        return None
+
+
+def _warm_up(shape, device, dtypes, padded) -> None:
+    from ..precompile import warmup
+
+    try:
+        report = warmup([shape], dtypes=dtypes, padded=padded, device=device)
+        logger.info("moe-routing vLLM plugin: %s", report)
+    except Exception as error:  # noqa: BLE001 - a warm-up failure must not fail the model load; calls compile
+        logger.warning("moe-routing vLLM plugin: warm-up of %s failed (%s: %s); kernels compile on first use",
+                       shape, type(error).__name__, error)
+
+
+def warm_router(router) -> bool:
+    """Start compiling, in a background thread, every kernel the router's calls can take (``moe_routing.warmup``,
+    for the model's dtype and float32 logits, with padding masks where ``VLLM_MOE_SKIP_PADDING`` is on), once per
+    shape and device in a process; True if a warm-up was started. The model's weights load meanwhile."""
+    if os.environ.get(WARMUP_ENV_SWITCH, "1") == "0" or not torch.cuda.is_available():
+        return False
+    shape = routing_shape_of(router)
+    if shape is None:
+        return False
+    device = torch.device("cuda", torch.cuda.current_device())  # the worker's device (current device is per thread)
+    dtypes = tuple(dict.fromkeys((torch.get_default_dtype(), torch.float32)))  # vLLM builds under the model's dtype
+    dtypes = tuple(d for d in dtypes if d in (torch.bfloat16, torch.float16, torch.float32))
+    padded = os.environ.get("VLLM_MOE_SKIP_PADDING", "0") not in ("0", "", "false", "False")
+    key = (shape, device, dtypes, padded)
+    with _warm_lock:
+        if key in _warmed:
+            return False
+        _warmed.add(key)
+    thread = threading.Thread(target=_warm_up, args=(shape, device, dtypes, padded), daemon=True,
+                              name="moe-routing warm-up")
+    warmups.append(thread)
+    thread.start()
+    return True
+
+
+def _create_fused_moe_router(original):
+    def create_fused_moe_router(*args, **kwargs):
+        router = original(*args, **kwargs)
+        warm_router(router)
+        return router
+
+    return create_fused_moe_router
+
+
 @dataclass(frozen=True)
 class Site:
     """One vLLM function to wrap: where it lives, its parameters, and the wrapper factory."""
@@ -257,6 +336,12 @@ SITES = (
           "routed_scaling_factor", "e_score_correction_bias", "input_tokens", "hash_indices_table", "is_padding",
           "bias_vl", "image_sentinel_lo"), _topk_hash_softplus_sqrt),
 )
+WARMUP_SITE = Site("create_fused_moe_router", _ROUTER + "router_factory", "create_fused_moe_router",
+                   ("top_k", "global_num_experts", "renormalize", "use_grouped_topk", "num_expert_group", "topk_group",
+                    "scoring_func", "num_fused_shared_experts", "shared_expert_weight", "routed_scaling_factor",
+                    "e_score_correction_bias", "custom_routing_function", "eplb_state", "zero_expert_type",
+                    "num_logical_experts", "hash_indices_table", "bias_vl", "image_sentinel_lo", "skip_padding"),
+                   _create_fused_moe_router)  # not a routing site: warm-up at model load (warm_router)
 DSV4_TOPK = 6  # the one top-k vLLM's dsv4_topk computes
 
 _ORIGINAL = "__moe_routing_original__"
@@ -287,7 +372,7 @@ def _function_of(candidate):
 
 def register() -> dict[str, str]:
     """Install the wrappers (idempotent); returns the version guard's finding per site."""
-    for site in SITES:
+    for site in SITES + (WARMUP_SITE,):
         try:
             owner, name, current = _resolve(site)
         except LookupError as error:
@@ -326,7 +411,7 @@ def unregister() -> None:
     for module in list(sys.modules.values()):
         if not getattr(module, "__name__", "").startswith("vllm"):
             continue
-        for site in SITES:
+        for site in SITES + (WARMUP_SITE,):
             if "." in site.attribute:
                 class_name, name = site.attribute.split(".")
                 owner = getattr(module, class_name, None) if module.__name__ == site.module else None

@@ -130,6 +130,14 @@ MINUS_LOG2E = tl.constexpr(-1.4426950408889634)
 PTX_SIGMOID = tl.constexpr(not triton.knobs.runtime.interpret and torch.version.hip is None)
 
 
+def use_plain_math() -> None:
+    """Compile the plain expression instead of the PTX approximations from now on in this process: for AMD
+    targets compiled where torch is not a ROCm build (``moe-routing compile-check``). Call it before the first
+    compile (Triton hashes a kernel's globals once)."""
+    global PTX_SIGMOID
+    PTX_SIGMOID = tl.constexpr(False)
+
+
 @triton.jit
 def _window_sigmoid(x):
     """1 / (1 + 2^(-x log2 e)) with the bare MUFU approximations (flush-to-zero), for window keys only.

@@ -195,18 +195,21 @@ def launch(
             host_launch.register(call, logits, bias, weights, ids, compiled, plan.rows)
 
 
-def _run_triton(plan: Plan, call: RoutingCall, logits, bias, weights, ids, warmup: bool = False, padding=None):
-    """The plan through Triton's own binder: compiled (or found in its caches) and, unless ``warmup``, launched."""
+def triton_arguments(plan: Plan, call: RoutingCall, logits, bias, weights, ids, padding=None) -> tuple[tuple, dict]:
+    """The arguments and options a plan is run with (``_run_triton``); kernels/targets.py binds the same ones for a
+    named GPU, so what it compiles or keys is what a launch here would."""
     options = {} if plan.maxnreg is None else {"maxnreg": plan.maxnreg}  # ROCm's Triton refuses the option
     if plan.constexprs.get("GRID_WAIT"):
         options["launch_pdl"] = True
-    return plan.kernel.run(
-        logits, bias, logits.stride(0),
-        weights, ids, weights.stride(0), weights.stride(1), ids.stride(0), ids.stride(1),
-        call.tokens, call.scale, padding,
-        grid=(triton.cdiv(call.tokens, plan.rows),), warmup=warmup,
-        num_warps=plan.num_warps, **options, **plan.constexprs,
-    )
+    args = (logits, bias, logits.stride(0), weights, ids, weights.stride(0), weights.stride(1), ids.stride(0),
+            ids.stride(1), call.tokens, call.scale, padding)
+    return args, dict(num_warps=plan.num_warps, **options, **plan.constexprs)
+
+
+def _run_triton(plan: Plan, call: RoutingCall, logits, bias, weights, ids, warmup: bool = False, padding=None):
+    """The plan through Triton's own binder: compiled (or found in its caches) and, unless ``warmup``, launched."""
+    args, kwargs = triton_arguments(plan, call, logits, bias, weights, ids, padding)
+    return plan.kernel.run(*args, grid=(triton.cdiv(call.tokens, plan.rows),), warmup=warmup, **kwargs)
 
 
 _HASH_ROWS = 4  # rows a program of the hash kernel (one warp: 32 threads over 4 rows of up to 8 slots)
@@ -222,19 +225,6 @@ def launch_hash(call: RoutingCall, logits: torch.Tensor, input_ids: torch.Tensor
         TOPK=call.topk, SCORING=call.scoring, RENORMALIZE=call.renormalize, NUM_EXPERTS=call.experts,
         ROWS=_HASH_ROWS, BLOCK_K=block_k, LOG2_BLOCK_K=log2(block_k), num_warps=1,
     )
-
-
-def compile_for(call: RoutingCall, logits: torch.Tensor, bias: torch.Tensor | None, weights: torch.Tensor,
-                ids: torch.Tensor) -> None:
-    """Compile the kernel ``launch`` would run on these tensors (GPU), without running it: Triton keeps the binary
-    in its caches, so the first real call of that plan only loads it. Safe to call from several threads at once
-    (Triton's passes release the GIL); a no-op in the interpreter, which compiles nothing."""
-    if not logits.is_cuda:
-        return
-    plan = with_device(choose_plan(call, **tensor_traits(logits, bias)), logits)
-    plan = with_outputs(plan, dense_outputs(weights, ids, call.topk))
-    with torch.cuda.device(logits.get_device()):
-        _run_triton(plan, call, logits, bias, weights, ids, warmup=True)
 
 
 def forget_launchers() -> None:

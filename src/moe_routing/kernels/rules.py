@@ -397,9 +397,12 @@ def _tile_class(call: RoutingCall, tclass: int, float32_logits: bool, biased: bo
 
 
 def bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, float32_logits: bool = False,
-                 biased: bool = False) -> Plan:
-    """The bitonic kernel's plan: the ``TILES`` entry, then every ``SWITCHES`` row in order."""
+                 biased: bool = False, rocm: bool = False) -> Plan:
+    """The bitonic kernel's plan: the ``TILES`` entry, then every ``SWITCHES`` row in order (``rocm``: for an
+    AMD GPU, which takes no register cap)."""
     tclass = _tile_class(call, tclass, float32_logits, biased)
+    if rocm and call.grouped:  # AMD: the tiles that compile without spills (ROCM_GROUPED)
+        tclass = LARGE if tclass == LARGE_12K else min(tclass, HUGE)
     name, tile = _tile(call, tclass, wide_loads)
     plan = bitonic_plan(call, tile.lanes, tile.rows, tile.warps, tile.run, tile.groups_per_load)
     c = dict(plan.constexprs)
@@ -407,9 +410,18 @@ def bitonic_rule(call: RoutingCall, tclass: int, wide_loads: bool = False, float
         if switch.when(Facts(call, tclass, name, c, tile.warps, wide_loads, biased, float32_logits)):
             c[switch.constexpr] = switch.value
     maxnreg = None
-    if c["ONE_PASS"] and tclass == HUGE_64K and c["LANES"] == 1 and c["CHUNK"] == 8 and torch.version.hip is None:
+    if c["ONE_PASS"] and tclass == HUGE_64K and c["LANES"] == 1 and c["CHUNK"] == 8 and not rocm:
         maxnreg = ONE_WAVE_REGISTERS  # ROCm's Triton has no register cap
-    return plan._replace(constexprs=c, maxnreg=maxnreg)
+    plan = plan._replace(constexprs=c, maxnreg=maxnreg)
+    return two_passes(plan) if rocm and c["ONE_PASS"] else plan  # ROCM_GROUPED
+
+
+# On AMD GPUs (gfx942, gfx950) grouped calls take two passes, the 12288 class the 4096 class's tile and from 32768
+# tokens the 16384 class's tile: ``moe-routing compile-check`` found SGPR spills in every one-pass grouped plan from
+# 4096 tokens, in the 12288 class's tile (gfx950) and in the lane-a-row two-pass tile from 32768, and a compile
+# error (tl.bitonic_merge's layouts on 64-lane waves) in the 16-bit lane-a-row tile from 65536; these choices
+# compile without spills. Chosen by compiling, not by timing on an AMD GPU (none measured yet).
+ROCM_GROUPED = "two passes; the 4096 class's tile for 12288, the 16384 class's from 32768"
 
 
 def _tile(call: RoutingCall, tclass: int, wide_loads: bool) -> tuple[str, Tile]:
@@ -418,29 +430,34 @@ def _tile(call: RoutingCall, tclass: int, wide_loads: bool) -> tuple[str, Tile]:
     return name, TILE_SHAPES[name](call, wide_loads)
 
 
+ON_ROCM = torch.version.hip is not None  # this torch is a ROCm build: plans are for an AMD GPU
+
+
 def choose_plan(call: RoutingCall, tclass: int | None = None, wide_loads: bool = False, biased: bool = False,
-                float32_logits: bool = False) -> Plan:
+                float32_logits: bool = False, rocm: bool = ON_ROCM) -> Plan:
     """The rule. ``tclass`` defaults to the call's token class (tests pass each class explicitly); the traits
     (``tensor_traits``): ``wide_loads``, the logits may be read as 64-bit words; ``biased``, the call has a
-    correction bias; ``float32_logits``, the logits are float32."""
+    correction bias; ``float32_logits``, the logits are float32; ``rocm``: the plan is for an AMD GPU (this
+    torch's build by default; ``moe-routing compile-check`` asks for AMD plans on any machine)."""
     if tclass is None:
         tclass = token_class(call.tokens)
     if bitonic_supported(call, biased):  # every token class, so that a row's result never depends on T
-        return bitonic_rule(call, tclass, wide_loads, float32_logits, biased)
+        return bitonic_rule(call, tclass, wide_loads, float32_logits, biased, rocm)
     if call.grouped and tclass >= HUGE:
         return rounds_plan(call, tclass, 8, 8)
     return rounds_plan(call, tclass)
 
 
 def all_plans(call: RoutingCall, wide_loads: bool = False, biased: bool = False,
-              float32_logits: bool = False) -> dict[str, Plan]:
-    """Every plan the rule can choose for this call's shape, by token class (tests, the census, warm-up); with
-    ``wide_loads`` (aligned 16-bit logits) also the plans it chooses for unaligned ones; ``biased``: the call
-    has a correction bias; ``float32_logits``: the plans for float32 logits."""
+              float32_logits: bool = False, rocm: bool = ON_ROCM) -> dict[str, Plan]:
+    """Every plan the rule can choose for this call's shape, by token class (tests, the census), and the two-pass
+    form of each one-pass plan (tests); with ``wide_loads`` (aligned 16-bit logits) also the plans it chooses for
+    unaligned ones; ``biased``: the call has a correction bias; ``float32_logits``: the plans for float32 logits;
+    ``rocm``: the plans for an AMD GPU."""
     plans = {}
     for tclass, name in enumerate(CLASS_NAMES):
-        plans[name] = choose_plan(call, tclass, wide_loads, biased, float32_logits)
-        unaligned = choose_plan(call, tclass, biased=biased) if wide_loads else plans[name]
+        plans[name] = choose_plan(call, tclass, wide_loads, biased, float32_logits, rocm)
+        unaligned = choose_plan(call, tclass, biased=biased, rocm=rocm) if wide_loads else plans[name]
         if unaligned != plans[name]:
             plans[f"{name}, unaligned"] = unaligned
         if plans[name].constexprs.get("ONE_PASS"):  # the same tile in two passes: both must give the same bits

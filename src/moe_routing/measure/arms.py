@@ -141,20 +141,143 @@ def arm_torch_max(inputs: Inputs):
 
 # --- engine ops: adapters to our semantics (sigmoid + bias + groups, renormalise, scale) -----------
 
-def arm_vllm_grouped_topk(inputs: Inputs):
-    """vLLM's CUDA grouped top-k (TensorRT-LLM noaux_tc lineage), when vLLM is importable."""
-    from vllm import _custom_ops as ops
+def _vllm_op(name: str):
+    """vLLM's CUDA routing op ``name``: the installed vLLM's (``torch.ops._moe_C``), else built from the source tree
+    of ``ENGINE_SOURCES["vllm"]`` (engine_build.py)."""
+    try:
+        import vllm._moe_C  # noqa: F401 - registers torch.ops._moe_C
 
+        return getattr(torch.ops._moe_C, name)
+    except ImportError:
+        if "vllm" not in ENGINE_SOURCES:
+            raise
+    from .engine_build import vllm_cuda_ops
+
+    return getattr(vllm_cuda_ops(ENGINE_SOURCES["vllm"]), name)
+
+
+def arm_vllm_grouped_topk(inputs: Inputs):
+    """vLLM's CUDA grouped top-k (TensorRT-LLM noaux_tc lineage), as ``fused_grouped_topk`` calls it (raw logits,
+    scoring_func=1: sigmoid; the bias in the logits' dtype); it allocates its outputs. The op of the plugin's
+    ``grouped_topk`` / ``fused_grouped_topk`` sites (DeepSeek-V3, Kimi-K2, Moonlight, GLM-4.5)."""
+    op = _vllm_op("grouped_topk")
     shape = inputs.shape
     if shape.scoring != "sigmoid" or not shape.bias:
         return None
     bias = inputs.bias.to(inputs.logits[0].dtype)
+    return lambda i: op(inputs.logits[i], shape.groups, shape.topk_group, shape.topk, True, shape.scale, bias, 1)
 
-    def call(i):  # as vLLM 0.33's fused_grouped_topk calls it: raw logits, scoring_func=1 (sigmoid)
-        return ops.grouped_topk(inputs.logits[i], shape.groups, shape.topk_group, shape.topk, True, shape.scale,
-                                bias, 1)
+
+def _vllm_fused_topk_outputs(inputs: Inputs, ids_dtype=torch.int32):
+    """The three buffers vLLM's ``fused_topk`` / ``fused_topk_bias`` allocate before calling their op."""
+    tokens, topk, device = inputs.shape.tokens, inputs.shape.topk, inputs.logits[0].device
+    return (torch.empty(tokens, topk, dtype=torch.float32, device=device),
+            torch.empty(tokens, topk, dtype=ids_dtype, device=device),
+            torch.empty(tokens, topk, dtype=torch.int32, device=device))
+
+
+def arm_vllm_topk_sigmoid(inputs: Inputs):
+    """vLLM's ``topk_sigmoid`` CUDA op as ``fused_topk_bias`` calls it for sigmoid scoring (outputs allocated per
+    call, a float32 bias, no groups): the plugin's ``fused_topk_bias`` site for sigmoid routers."""
+    op = _vllm_op("topk_sigmoid")
+    shape = inputs.shape
+    if shape.scoring != "sigmoid" or not shape.bias or shape.topk_group < shape.groups:
+        return None
+    bias = inputs.bias.float()
+
+    def call(i):
+        weights, ids, source_rows = _vllm_fused_topk_outputs(inputs)
+        op(weights, ids, source_rows, inputs.logits[i], True, bias, shape.scale, None)
+        return weights, ids
 
     return call
+
+
+def arm_vllm_topk_softmax(inputs: Inputs):
+    """vLLM's ``topk_softmax`` CUDA op as ``fused_topk`` calls it (softmax, no bias, outputs allocated per call; the
+    scale multiplied after, as ``fused_topk_bias`` does): the plugin's ``fused_topk`` site (Qwen3-MoE, Mixtral)."""
+    op = _vllm_op("topk_softmax")
+    shape = inputs.shape
+    if shape.scoring != "softmax" or shape.bias or shape.topk_group < shape.groups:
+        return None
+
+    def call(i):
+        weights, ids, source_rows = _vllm_fused_topk_outputs(inputs)
+        op(weights, ids, source_rows, inputs.logits[i], True, None, None)
+        if shape.scale != 1.0:
+            weights *= shape.scale
+        return weights, ids
+
+    return call
+
+
+def arm_vllm_topk_softplus_sqrt(inputs: Inputs):
+    """vLLM's ``topk_softplus_sqrt`` CUDA op (``_custom_ops.topk_hash_softplus_sqrt``) as ``fused_topk_bias`` calls
+    it for sqrt-softplus calls outside ``dsv4_topk``'s reach: the plugin's ``topk_hash_softplus_sqrt`` site."""
+    op = _vllm_op("topk_softplus_sqrt")
+    shape = inputs.shape
+    if shape.scoring != "sqrtsoftplus" or not shape.bias or shape.topk_group < shape.groups:
+        return None
+    bias = inputs.bias.float()
+
+    def call(i):
+        weights, ids, source_rows = _vllm_fused_topk_outputs(inputs)
+        op(weights, ids, source_rows, inputs.logits[i], True, shape.scale, bias, None, None, None, None, 0)
+        return weights, ids
+
+    return call
+
+
+def arm_route_through_vllm_plugin(inputs: Inputs):
+    """route() as the vLLM plugin serves an eager step: the site's wrapper (the gate's decision and counting,
+    then route(), allocating, as the site returns new tensors), the wrapper of the site that replaces the vLLM op
+    of this shape (``fused_grouped_topk`` for sigmoid + bias, ``fused_topk`` for softmax, ``fused_topk_bias`` for
+    sqrt-softplus). The forward context reads as an eager step (``execution_mode`` swapped around each call: two
+    module-attribute writes of this arm's own) with the eager path on."""
+    from ..dispatch import configure, settings
+    from ..integrations import vllm as plugin
+
+    shape = inputs.shape
+    if shape.topk_group < shape.groups:
+        return None
+    configure(eager=True, devices=tuple(dict.fromkeys(settings().devices + ("cuda",))))
+    hidden = inputs.logits[0]  # (the wrappers pass it through to vLLM's op only)
+    refused = lambda *args: (_ for _ in ()).throw(RuntimeError("the plugin's gate refused the call"))  # noqa: E731
+    if shape.scoring == "sigmoid" and shape.bias:
+        site = plugin._fused_grouped_topk(refused)
+        bias = inputs.bias.to(inputs.logits[0].dtype)  # as GroupedTopKRouter holds it: the model's parameter
+
+        def routed(i):
+            return site(hidden, inputs.logits[i], shape.topk, True, bias, shape.groups, shape.topk_group, "sigmoid",
+                        shape.scale)
+    elif shape.scoring == "softmax" and not shape.bias and shape.scale == 1.0:
+        site = plugin._fused_topk(refused)
+
+        def routed(i):
+            return site(hidden, inputs.logits[i], shape.topk, True, None, "softmax")[:2]
+    elif shape.scoring == "sqrtsoftplus" and shape.bias:
+        site = plugin._fused_topk_bias(refused)
+        bias = inputs.bias.float()
+
+        def routed(i):
+            return site(hidden, inputs.logits[i], "sqrtsoftplus", bias, shape.topk, True, None, None, None,
+                        shape.scale)
+    else:
+        return None
+
+    def call(i):
+        mode = plugin.execution_mode
+        plugin.execution_mode = _eager_step
+        try:
+            return routed(i)
+        finally:
+            plugin.execution_mode = mode
+
+    return call
+
+
+def _eager_step() -> str:
+    return "NONE"
 
 
 def arm_sglang_moe_fused_gate(inputs: Inputs):
@@ -270,6 +393,7 @@ OURS = {
     "moe_routing.route": arm_route_allocating,
     "moe_routing.route(out=) via Python": arm_route_python_launch,
     "moe_routing.route(out=) without PDL": arm_route_without_pdl,
+    "moe_routing via the vLLM plugin": arm_route_through_vllm_plugin,
 }
 BASELINES = {
     "reference (eager)": arm_reference,
@@ -282,6 +406,9 @@ PEERS = {
 }
 ENGINES = {
     "vLLM grouped_topk": arm_vllm_grouped_topk,
+    "vLLM topk_sigmoid": arm_vllm_topk_sigmoid,
+    "vLLM topk_softmax": arm_vllm_topk_softmax,
+    "vLLM topk_softplus_sqrt": arm_vllm_topk_softplus_sqrt,
     "sgl-kernel moe_fused_gate": arm_sglang_moe_fused_gate,
     "FlashInfer fused_topk_deepseek": arm_flashinfer_fused_topk_deepseek,
     "AITER biased_grouped_topk": arm_aiter_biased_grouped_topk,

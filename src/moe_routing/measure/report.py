@@ -16,7 +16,6 @@ import platform
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,17 +44,13 @@ class Stages:
 
 
 def _compile_ahead(device: str, check_cases, check_tokens: int, bench_shapes, families, stages: Stages) -> None:
-    """Build the C++ host path and compile every kernel the stages below will launch, in parallel, so that the
-    stages time nothing but their own work (Triton caches the binaries on disk too).
-
-    Each plan is compiled once (calls that choose the same plan share it), the largest token counts first: their
-    tiles compile slowest (a lane-a-row tile of 256 grouped experts is the last to finish), so they start at
-    once and the rest fill the other threads. Triton's compiler passes release the GIL, so threads compile in
-    parallel; the tiny models' router calls are gathered while the first kernels compile."""
+    """Build the C++ host path and compile every kernel the stages below will launch, in parallel
+    (``precompile.compile_launches``), so that the stages time nothing but their own work (Triton caches the
+    binaries on disk too). Each plan is compiled once (calls that choose the same plan share it); the tiny
+    models' router calls are gathered while the C++ build runs."""
     from ..call import check_call
     from ..kernels import host_launch
-    from ..kernels.launch import compile_for
-    from ..kernels.rules import choose_plan, tensor_traits
+    from ..precompile import compile_launches, launch_for
     from .check import case_inputs
     from .shadow import router_inputs
 
@@ -64,36 +59,32 @@ def _compile_ahead(device: str, check_cases, check_tokens: int, bench_shapes, fa
         builder = threading.Thread(target=host_launch.load, daemon=True)  # a ninja build: tens of seconds
         builder.start()
 
-    def compile_one(logits, bias, call):
+    launches, planned = [], set()
+
+    def add(logits, bias, topk, scoring, groups, kept):
+        call = check_call(logits, topk, scoring, bias, groups, kept, True, 1.0, None)
         weights = torch.empty(call.tokens, call.topk, device=device)
         ids = torch.empty(call.tokens, call.topk, dtype=torch.int32, device=device)
-        compile_for(call, logits, bias, weights, ids)
-
-    planned, futures = set(), []
-
-    def submit(pool, logits, bias, topk, scoring, groups, kept):
-        call = check_call(logits, topk, scoring, bias, groups, kept, True, 1.0, None)
-        key = (repr(choose_plan(call, **tensor_traits(logits, bias))), logits.dtype, getattr(bias, "dtype", None))
+        launch = launch_for(call, logits, bias, weights, ids)
+        key = (repr(launch.plan), logits.dtype, getattr(bias, "dtype", None))
         if key not in planned:
             planned.add(key)
-            futures.append(pool.submit(compile_one, logits, bias, call))
+            launches.append(launch)
 
-    with stages.run("compile", None, "kernel") as bar, ThreadPoolExecutor(16) as pool:
-        for shape in sorted(bench_shapes, key=lambda shape: -shape.tokens):
+    with stages.run("compile", None, "kernel") as bar:
+        for shape in bench_shapes:
             logits = torch.empty(shape.tokens, shape.experts, dtype=shape.dtype, device=device)  # never read
             bias = torch.empty(shape.experts, device=device) if shape.bias else None
-            submit(pool, logits, bias, shape.topk, shape.scoring, shape.groups, shape.topk_group)
+            add(logits, bias, shape.topk, shape.scoring, shape.groups, shape.topk_group)
         for case in check_cases:
             logits, bias = case_inputs(case, check_tokens, device)
-            submit(pool, logits, bias, case.topk, case.scoring, case.groups, case.topk_group)
+            add(logits, bias, case.topk, case.scoring, case.groups, case.topk_group)
         for family in families:
             for job in router_inputs(family, device, SHADOW_PROMPTS * SHADOW_PROMPT_TOKENS, SHADOW_PROMPTS):
-                submit(pool, *job)
-        bar.total = len(futures)
+                add(*job)
+        bar.total = len(launches)
         bar.refresh()
-        for future in as_completed(futures):
-            future.result()
-            bar.update()
+        compile_launches(launches, 16, progress=bar.update)
         if builder is not None:
             bar.set_postfix_str("C++ host path")
             builder.join()

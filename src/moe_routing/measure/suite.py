@@ -27,6 +27,8 @@ TARGETS_US = {
     (256, 8, 8, 4, 1): 1.6, (256, 8, 8, 4, 128): 1.6, (256, 8, 8, 4, 65536): 20.0,
 }
 
+VLLM_SITE_TOKENS = (1, 8, 64, 256, 2048, 8192)
+
 PRESETS = {
     "targets": [Shape(e, k, t, g, kg) for (e, k, g, kg, t) in TARGETS_US],
     "smoke": [Shape(256, 8, t, 8, 4) for t in (1, 128)] + [Shape(256, 8, t) for t in (1, 4096)],
@@ -41,6 +43,12 @@ PRESETS = {
     "deepseek-v4": [Shape(e, 6, t, scoring=scoring, dtype=torch.float32, scale=1.5) for e in (256, 384)
                     for scoring in ("sqrtsoftplus", "sigmoid")
                     for t in (1, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536)],
+    # the shapes the vLLM plugin serves, beside the vLLM op each site replaces, decode and prefill sizes; with
+    # --host-tokens 8192 every row gets its eager time too (the eager-default decision: docs/integrations.md)
+    "vllm-sites": [Shape(e, k, t, scale=s) for e, k, s in ((64, 6, 2.446), (256, 8, 2.5), (384, 8, 2.827))
+                   for t in VLLM_SITE_TOKENS]
+    + [Shape(128, 8, t, scoring="softmax", bias=False, scale=1.0) for t in VLLM_SITE_TOKENS]
+    + [Shape(256, 6, t, scoring="sqrtsoftplus", dtype=torch.float32, scale=1.5) for t in VLLM_SITE_TOKENS],
 }
 
 # The arms of the report: route() beside what a user would otherwise run (engine ops where importable, the
@@ -50,7 +58,7 @@ REPORT_ARMS = ["moe_routing.route(out=)", "moe_routing.route", "empty kernel", "
                "straightforward Triton"]
 
 HOST_ARMS = {"moe_routing.route(out=)", "moe_routing.route", "moe_routing.route(out=) via Python", "torch.max(dim=-1)",
-             "empty kernel"}
+             "empty kernel", "moe_routing via the vLLM plugin"} | set(arm_factories.ENGINES)
 
 
 def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, calls_per_graph: int,

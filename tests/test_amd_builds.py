@@ -1,0 +1,91 @@
+"""The AMD build check's pieces: ROCm plans, Triton's keys for a named target, the register read-out, one real
+gfx942 compile (in a process without Triton's interpreter). CI runs the whole check: ``moe-routing compile-check``."""
+
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+
+from moe_routing.call import check_call
+from moe_routing.kernels import targets
+from moe_routing.kernels.rules import CLASS_NAMES, all_plans, choose_plan
+from moe_routing.measure import compile_check
+from moe_routing.precompile import MODEL_SHAPES, shape_launches
+
+GROUPED = [(256, 8, 8, 4), (160, 6, 8, 3), (96, 3, 32, 2)]
+
+
+@pytest.mark.parametrize("experts, topk, groups, kept", GROUPED)
+def test_rocm_plans_take_no_register_cap_no_pdl_and_two_passes_for_groups(experts, topk, groups, kept):
+    logits = torch.empty(1, experts, dtype=torch.bfloat16)
+    call = check_call(logits, topk, "sigmoid", torch.empty(experts), groups, kept, True, 1.0, None)
+    for name, plan in all_plans(call, wide_loads=True, biased=True, rocm=True).items():
+        if "two passes" in name:
+            continue
+        assert plan.maxnreg is None and not plan.constexprs.get("GRID_WAIT"), name
+        assert not plan.constexprs.get("ONE_PASS") and not plan.constexprs.get("WORDS"), name
+    nvidia = [choose_plan(call, tclass, True, True) for tclass in range(len(CLASS_NAMES))]
+    assert any(plan.constexprs.get("ONE_PASS") for plan in nvidia) or experts != 256  # the rule differs there
+
+
+def test_flat_rocm_plans_are_the_nvidia_plans_but_the_register_cap():
+    logits = torch.empty(1, 384, dtype=torch.bfloat16)
+    call = check_call(logits, 8, "sigmoid", torch.empty(384), 1, 1, True, 1.0, None)
+    for tclass in range(len(CLASS_NAMES)):
+        assert choose_plan(call, tclass, True, True, rocm=True) == choose_plan(call, tclass, True, True,
+                                                                                 rocm=False)._replace(maxnreg=None)
+
+
+def test_cache_key_tells_launches_apart_as_triton_does():
+    shape = MODEL_SHAPES["kimi-k2"]
+    aligned = shape_launches(shape, torch.bfloat16, "cpu")[0]
+    same = shape_launches(shape, torch.bfloat16, "cpu")[0]
+    unaligned = shape_launches(shape, torch.bfloat16, "cpu", unaligned=True)[0]
+    wide_ids = shape_launches(shape, torch.bfloat16, "cpu", ids_dtype=torch.int64)[0]
+    target = targets.TARGETS["sm_90"]
+
+    def key(launch):
+        args, kwargs = launch.arguments()
+        return targets.cache_key(launch.plan.kernel, target, args, kwargs)
+
+    assert key(aligned) == key(same)
+    assert len({key(aligned), key(unaligned), key(wide_ids)}) == 3
+
+
+def test_amd_resources_reads_the_assembly_and_refuses_an_unknown_format():
+    text = ("\t.vgpr_count: 96\n\t.sgpr_count: 104\n\t.vgpr_spill_count: 0\n\t.sgpr_spill_count: 5\n"
+            "; ScratchSize: 0\n")
+    found = targets.amd_resources(types.SimpleNamespace(asm={"amdgcn": text}))
+    assert found == {"vgpr_spill_count": 0, "sgpr_spill_count": 5, "scratch_bytes": 0, "vgprs": 96, "sgprs": 104}
+    with pytest.raises(ValueError, match="no vgpr_spill_count"):
+        targets.amd_resources(types.SimpleNamespace(asm={"amdgcn": "; nothing"}))
+
+
+def test_compile_check_refuses_unknown_targets_and_models_and_the_interpreter():
+    with pytest.raises(ValueError, match="not AMD targets"):
+        compile_check.run_compile_check(targets=("sm_90",))
+    with pytest.raises(ValueError, match="models: unknown"):
+        compile_check.run_compile_check(models=("llama",))
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        with pytest.raises(RuntimeError, match="without TRITON_INTERPRET"):
+            compile_check.run_compile_check(models=("mixtral",))
+
+
+def test_one_plan_compiles_for_gfx942_without_spills(tmp_path):
+    """A real compile for MI300X on this machine (Moonlight's single-token plan: a few seconds)."""
+    program = (
+        "import torch\n"
+        "from moe_routing.measure.compile_check import run_compile_check\n"
+        "rows = [r for r in run_compile_check(('gfx942',), ('moonlight',), (torch.bfloat16,), 2) "
+        "if r['tokens'] == '>= 1' and r['layout'] == 'aligned']\n"
+        "print(rows[0]['ok'], rows[0]['vgprs'], rows[0]['vgpr spills'])\n")
+    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    environment["TRITON_CACHE_DIR"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", program], env=environment, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ok, vgprs, spills = done.stdout.split()
+    assert ok == "yes" and int(vgprs) > 0 and spills == "0"
