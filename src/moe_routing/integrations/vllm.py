@@ -14,6 +14,10 @@ or the original runs:
 | ``dsv4_topk`` | ``fused_topk_bias``'s float32 DeepSeek-V4 path (top-6 of 256/384) | returns new weights and ids of ``indices_dtype``; padded rows (0, -1) |
 | ``_custom_ops.topk_hash_softplus_sqrt`` | ``fused_topk_bias``'s other sqrt-softplus calls, hash layers included | writes into the caller's buffers (and ``token_expert_indices``); padded rows (0, -1) |
 
+It also wraps ``router_factory.create_fused_moe_router`` (not a routing site): each router vLLM builds at model load
+starts a background ``moe_routing.warmup`` of the shape the gate would serve (``warm_router``;
+``MOE_ROUTING_WARMUP=0`` turns it off), so no serving step compiles a kernel.
+
 Calls with a per-token vision bias (``bias_vl`` with a nonzero ``image_sentinel_lo``) stay with vLLM
 (docs/integrations.md says why).
 
