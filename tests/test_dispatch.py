@@ -127,3 +127,13 @@ def test_settings_from_environment(monkeypatch):
     monkeypatch.setenv("MOE_ROUTING_DEVICES", "cuda, cpu")
     s = dispatch.Settings.from_environment()
     assert s.grouped and s.eager and s.devices == ("cuda", "cpu")
+    assert not s.source_rows and not dispatch.Settings().source_rows
+    monkeypatch.setenv("MOE_ROUTING_SOURCE_ROWS", "1")
+    assert dispatch.Settings.from_environment().source_rows
+
+
+def test_sites_that_must_write_token_expert_indices_only_when_enabled():
+    asked = dataclasses.replace(request(), source_rows=True)
+    assert decide(asked, GRAPH) == (False, "token_expert_indices asked for (source-rows sites disabled)")
+    configure(source_rows=True)
+    assert decide(asked, GRAPH) == (True, SUBSTITUTED)

@@ -31,7 +31,7 @@ def registered():
 @pytest.fixture(autouse=True)
 def gate():
     before = dispatch.settings()
-    dispatch.configure(devices=("cuda", "cpu"), grouped=False, eager=False)
+    dispatch.configure(devices=("cuda", "cpu"), grouped=False, eager=False, source_rows=True)
     dispatch.COUNTERS.clear()
     yield
     dispatch.configure(**before.__dict__)
@@ -329,3 +329,16 @@ def test_warm_router_warms_each_shape_once_and_not_without_a_gpu(monkeypatch):
     monkeypatch.setenv(plugin.WARMUP_ENV_SWITCH, "0")
     plugin._warmed.clear()
     assert plugin.warm_router(Router()) is False
+
+
+def test_sites_that_write_token_expert_indices_keep_vllms_op_by_default():
+    """fused_topk and topk_hash_softplus_sqrt: the k * T + t rows cost more than route() saves (RESULTS.md)."""
+    dispatch.configure(source_rows=False)
+    module = importlib.import_module(ROUTER + "fused_topk_router")
+    logits = torch.randn(16, 64)
+    with forward_context("FULL"):
+        try:  # vLLM's op runs; on a CPU-only build it may not be runnable, which is fine here
+            module.fused_topk(torch.zeros(16, 8), logits, 6, True)
+        except Exception:  # noqa: BLE001
+            pass
+    assert dispatch.counters()["fused_topk"] == {"token_expert_indices asked for (source-rows sites disabled)": 1}

@@ -13,9 +13,13 @@ It accepts only what the kernels cover exactly and what is measured to pay:
   requested dtypes); a padding mask (the site keeps the op's contract for padded rows);
 * bounds: E, K and the number of groups within the kernels' limits;
 * the device: CUDA (ROCm included) tensors; CPU only where ``MOE_ROUTING_DEVICES`` lists it (tests);
+* sites that must also return ``token_expert_indices`` (vLLM's ``fused_topk``, ``topk_hash_softplus_sqrt``) only
+  when enabled (``MOE_ROUTING_SOURCE_ROWS=1``; off by default: writing those k * T + t rows costs three small
+  kernels, and on the H200 ``route()`` plus them took longer than vLLM's ``topk_softmax`` under CUDA graphs up to
+  2048 tokens, benchmarks/RESULTS.md);
 * the execution mode, read from the engine's forward context: a CUDA-graph step (PIECEWISE or FULL)
   substitutes; an eager step (NONE) only when the eager path is enabled (``MOE_ROUTING_EAGER=1``; off
-  by default until ``route()``'s eager host time is measured no slower than the op it replaces); no
+  by default: measured, the plugin's eager path is not faster than vLLM's ops by more than the drift); no
   forward context at all (warm-up, profiling runs, other callers) keeps the engine's op.
 
 Every decision is counted by (site, reason) in :data:`COUNTERS`: a plain Counter increment, no
@@ -47,6 +51,7 @@ class Settings:
     grouped: bool = False  # substitute eliminating groupings too
     eager: bool = False  # substitute in eager (non-graph) steps
     devices: tuple[str, ...] = ("cuda",)
+    source_rows: bool = False  # serve sites that must also write token_expert_indices
 
     @staticmethod
     def from_environment() -> "Settings":
@@ -54,6 +59,7 @@ class Settings:
             grouped=os.environ.get("MOE_ROUTING_GROUPED", "0") == "1",
             eager=os.environ.get("MOE_ROUTING_EAGER", "0") == "1",
             devices=tuple(d.strip() for d in os.environ.get("MOE_ROUTING_DEVICES", "cuda").split(",") if d.strip()),
+            source_rows=os.environ.get("MOE_ROUTING_SOURCE_ROWS", "0") == "1",
         )
 
 
@@ -90,6 +96,7 @@ class RoutingRequest:
     hash_table: torch.Tensor | None = None  # hash routing: [V, K] token id -> experts
     input_ids: torch.Tensor | None = None  # the tokens' ids (hash routing)
     vision: bool = False  # a per-token vision bias (vLLM's bias_vl) is in force
+    source_rows: bool = False  # the site must also write token_expert_indices (k * T + t)
 
 
 # The engine's execution mode: returns "PIECEWISE", "FULL", "NONE" or None (no forward context).
@@ -120,6 +127,8 @@ def _decide(r: RoutingRequest, mode: ExecutionMode, s: Settings) -> tuple[bool, 
         return False, "ids not int32/int64 or weights not float32"
     if r.vision:
         return False, "per-token vision bias (bias_vl) not supported"
+    if r.source_rows and not s.source_rows:
+        return False, "token_expert_indices asked for (source-rows sites disabled)"
     if r.hash_table is not None:
         return _decide_hash(r, mode, s)
     if r.bias is not None and (r.bias.dim() != 1 or r.bias.shape[0] != experts or not r.bias.is_contiguous()

@@ -180,7 +180,7 @@ def _topk_hash_softplus_sqrt(original):
                                  None if hashed else e_score_correction_bias, topk_indices.shape[-1], 1, 1,
                                  "sqrtsoftplus", topk_indices.dtype, topk_weights.dtype, padded=is_padding is not None,
                                  hash_table=hash_indices_table, input_ids=input_tokens,
-                                 vision=_is_vision(bias_vl, image_sentinel_lo))
+                                 vision=_is_vision(bias_vl, image_sentinel_lo), source_rows=True)
         if not decide(request, execution_mode)[0]:
             return original(topk_weights, topk_indices, token_expert_indices, gating_output, renormalize,
                             routed_scaling_factor, e_score_correction_bias, input_tokens, hash_indices_table,
@@ -214,7 +214,7 @@ def _fused_topk(original):
         padding = _padding_mask(_ROUTER + "fused_topk_router", gating_output.shape[0])
         ids_dtype = indices_type or torch.int32
         request = RoutingRequest("fused_topk", gating_output, None, topk, 1, 1, scoring_func, ids_dtype,
-                                 padded=padding is not None)
+                                 padded=padding is not None, source_rows=True)
         if not decide(request, execution_mode)[0]:
             return original(hidden_states, gating_output, topk, renormalize, indices_type, scoring_func)
         weights, ids = route(gating_output, topk, scoring_func=scoring_func, renormalize=renormalize,
@@ -246,6 +246,8 @@ def routing_shape_of(router):
     experts, topk = getattr(router, "global_num_experts", None), getattr(router, "top_k", None)
     if scoring is None or experts is None or topk is None or getattr(router, "hash_indices_table", None) is not None:
         return None
+    if type(router).__name__ == "FusedTopKRouter" and not settings().source_rows:
+        return None  # its site, fused_topk, keeps vLLM's op (the gate: token_expert_indices)
     groups = getattr(router, "num_expert_group", None) or 1
     kept = getattr(router, "topk_group", None) or groups
     if kept >= groups:

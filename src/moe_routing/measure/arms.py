@@ -233,14 +233,14 @@ def arm_route_through_vllm_plugin(inputs: Inputs):
     then route(), allocating, as the site returns new tensors), the wrapper of the site that replaces the vLLM op
     of this shape (``fused_grouped_topk`` for sigmoid + bias, ``fused_topk`` for softmax, ``fused_topk_bias`` for
     sqrt-softplus). The forward context reads as an eager step (``execution_mode`` swapped around each call: two
-    module-attribute writes of this arm's own) with the eager path on."""
+    module-attribute writes of this arm's own) with the eager path and the source-rows sites on."""
     from ..dispatch import configure, settings
     from ..integrations import vllm as plugin
 
     shape = inputs.shape
     if shape.topk_group < shape.groups:
         return None
-    configure(eager=True, devices=tuple(dict.fromkeys(settings().devices + ("cuda",))))
+    configure(eager=True, source_rows=True, devices=tuple(dict.fromkeys(settings().devices + ("cuda",))))
     hidden = inputs.logits[0]  # (the wrappers pass it through to vLLM's op only)
     refused = lambda *args: (_ for _ in ()).throw(RuntimeError("the plugin's gate refused the call"))  # noqa: E731
     if shape.scoring == "sigmoid" and shape.bias:
