@@ -97,12 +97,10 @@ class Launch(NamedTuple):
 def launch_for(call, logits: torch.Tensor, bias: torch.Tensor | None, weights: torch.Tensor, ids: torch.Tensor,
                padding: torch.Tensor | None = None) -> Launch:
     """The launch ``route()`` makes for a validated call on these tensors (the rule's plan for them)."""
-    from .kernels.launch import dense_outputs, with_device, with_outputs
-    from .kernels.rules import choose_plan, tensor_traits
+    from .kernels.launch import dense_outputs, rule_plan
 
-    plan = with_outputs(with_device(choose_plan(call, **tensor_traits(logits, bias)), logits),
-                        dense_outputs(weights, ids, call.topk))
-    return Launch(plan, call, logits, bias, weights, ids, padding)
+    return Launch(rule_plan(call, logits, bias, dense_outputs(weights, ids, call.topk)), call, logits, bias, weights,
+                  ids, padding)
 
 
 def class_token_counts() -> tuple[int, ...]:
@@ -117,8 +115,8 @@ def shape_launches(shape: RoutingShape, dtype: torch.dtype, device, *, ids_dtype
     """Every launch ``route()`` makes for ``shape`` with ``dtype`` logits, one per token class, distinct plans only:
     contiguous logits (16-byte aligned, or with ``unaligned`` one element off), dense outputs of ``ids_dtype``, a
     padding mask with ``padded``; ``rocm``: the plans for an AMD GPU (default: this torch's build)."""
-    from .kernels.launch import dense_outputs, with_device, with_outputs
-    from .kernels.rules import ON_ROCM, choose_plan, tensor_traits
+    from .kernels.launch import dense_outputs, rule_plan
+    from .kernels.rules import ON_ROCM
 
     experts, topk = shape.experts, shape.topk
     storage = torch.empty(experts + 8, dtype=dtype, device=device)  # never read
@@ -129,13 +127,12 @@ def shape_launches(shape: RoutingShape, dtype: torch.dtype, device, *, ids_dtype
     padding = torch.empty(1, dtype=torch.uint8, device=device) if padded else None
     call = check_call(logits, topk, shape.scoring_func, bias, shape.num_expert_group, shape.topk_group,
                       shape.renormalize, 1.0, (weights, ids), None, ids_dtype)
-    traits = tensor_traits(logits, bias)
     dense = dense_outputs(weights, ids, topk)
+    rocm = ON_ROCM if rocm is None else rocm
     launches, seen = [], set()
     for tokens in class_token_counts():
         at = call._replace(tokens=tokens)
-        plan = with_outputs(with_device(choose_plan(at, rocm=ON_ROCM if rocm is None else rocm, **traits), logits),
-                            dense)
+        plan = rule_plan(at, logits, bias, dense, rocm)
         if repr(plan) not in seen:
             seen.add(repr(plan))
             launches.append(Launch(plan, at, logits, bias, weights, ids, padding))

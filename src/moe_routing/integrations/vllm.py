@@ -283,8 +283,10 @@ def warm_router(router) -> bool:
     if shape is None:
         return False
     device = torch.device("cuda", torch.cuda.current_device())  # the worker's device (current device is per thread)
-    dtypes = tuple(dict.fromkeys((torch.get_default_dtype(), torch.float32)))  # vLLM builds under the model's dtype
-    dtypes = tuple(d for d in dtypes if d in (torch.bfloat16, torch.float16, torch.float32))
+    from ..call import LOGIT_DTYPES
+
+    # vLLM builds the model (and its routers) under the model's dtype; router logits may also come in float32
+    dtypes = tuple(d for d in dict.fromkeys((torch.get_default_dtype(), torch.float32)) if d in LOGIT_DTYPES)
     padded = os.environ.get("VLLM_MOE_SKIP_PADDING", "0") not in ("0", "", "false", "False")
     key = (shape, device, dtypes, padded)
     with _warm_lock:

@@ -22,7 +22,7 @@ from ..call import RoutingCall
 from . import host_launch
 from ._common import log2
 from ._hash import hash_kernel
-from .rules import Plan, choose_plan, tensor_traits, token_class
+from .rules import ON_ROCM, Plan, choose_plan, tensor_traits, token_class
 
 # MOE_ROUTING_PDL=0 launches every kernel without programmatic dependent launch (read once, at import)
 PDL_ENV_SWITCH = "MOE_ROUTING_PDL"
@@ -185,7 +185,7 @@ def launch(
             with torch.cuda.device(index):
                 return launch(call, logits, bias, weights, ids, padding=padding)
 
-    plan = with_outputs(plan or with_device(choose_plan(call, **tensor_traits(logits, bias)), logits), dense)
+    plan = with_outputs(plan, dense) if plan is not None else rule_plan(call, logits, bias, dense)
     compiled = _run_triton(plan, call, logits, bias, weights, ids, padding=padding)
     if key is not None and key not in _launchers:
         direct = _DirectLaunch(compiled, plan) if _direct_launch_supported(compiled) else None
@@ -193,6 +193,12 @@ def launch(
         if (direct is not None and padding is None and ids.dtype == torch.int32  # (what the C++ side takes)
                 and host_launch.enabled_by_environment() and host_launch.load() is not None):
             host_launch.register(call, logits, bias, weights, ids, compiled, plan.rows)
+
+
+def rule_plan(call: RoutingCall, logits, bias, dense: bool, rocm: bool = ON_ROCM) -> Plan:
+    """The plan ``launch`` runs for a call on these tensors: the rule's, for the logits' device (``with_device``) and
+    for outputs that are ``dense`` or not (``with_outputs``); ``rocm``: the rule's plan for an AMD GPU."""
+    return with_outputs(with_device(choose_plan(call, rocm=rocm, **tensor_traits(logits, bias)), logits), dense)
 
 
 def triton_arguments(plan: Plan, call: RoutingCall, logits, bias, weights, ids, padding=None) -> tuple[tuple, dict]:

@@ -176,56 +176,52 @@ def _vllm_fused_topk_outputs(inputs: Inputs, ids_dtype=torch.int32):
             torch.empty(tokens, topk, dtype=torch.int32, device=device))
 
 
-def arm_vllm_topk_sigmoid(inputs: Inputs):
-    """vLLM's ``topk_sigmoid`` CUDA op as ``fused_topk_bias`` calls it for sigmoid scoring (outputs allocated per
-    call, a float32 bias, no groups): the plugin's ``fused_topk_bias`` site for sigmoid routers."""
-    op = _vllm_op("topk_sigmoid")
+def _vllm_fused_topk_arm(inputs: Inputs, name: str, scoring: str, biased: bool, run: Callable):
+    """An arm of a vLLM top-k op that writes into buffers its caller allocates per call (``fused_topk`` /
+    ``fused_topk_bias``): ``run(op, weights, ids, source_rows, logits, bias)`` calls it; flat calls of ``scoring``
+    with (``biased``: a float32 bias) or without a bias only."""
+    op = _vllm_op(name)
     shape = inputs.shape
-    if shape.scoring != "sigmoid" or not shape.bias or shape.topk_group < shape.groups:
+    if shape.scoring != scoring or shape.bias != biased or shape.topk_group < shape.groups:
         return None
-    bias = inputs.bias.float()
+    bias = inputs.bias.float() if biased else None
 
     def call(i):
         weights, ids, source_rows = _vllm_fused_topk_outputs(inputs)
-        op(weights, ids, source_rows, inputs.logits[i], True, bias, shape.scale, None)
+        run(op, weights, ids, source_rows, inputs.logits[i], bias)
         return weights, ids
 
     return call
+
+
+def arm_vllm_topk_sigmoid(inputs: Inputs):
+    """vLLM's ``topk_sigmoid`` CUDA op as ``fused_topk_bias`` calls it for sigmoid scoring (outputs allocated per
+    call, a float32 bias, no groups): the plugin's ``fused_topk_bias`` site for sigmoid routers."""
+    scale = inputs.shape.scale
+    return _vllm_fused_topk_arm(inputs, "topk_sigmoid", "sigmoid", True, lambda op, weights, ids, rows, logits, bias:
+                                op(weights, ids, rows, logits, True, bias, scale, None))
 
 
 def arm_vllm_topk_softmax(inputs: Inputs):
     """vLLM's ``topk_softmax`` CUDA op as ``fused_topk`` calls it (softmax, no bias, outputs allocated per call; the
     scale multiplied after, as ``fused_topk_bias`` does): the plugin's ``fused_topk`` site (Qwen3-MoE, Mixtral)."""
-    op = _vllm_op("topk_softmax")
-    shape = inputs.shape
-    if shape.scoring != "softmax" or shape.bias or shape.topk_group < shape.groups:
-        return None
+    scale = inputs.shape.scale
 
-    def call(i):
-        weights, ids, source_rows = _vllm_fused_topk_outputs(inputs)
-        op(weights, ids, source_rows, inputs.logits[i], True, None, None)
-        if shape.scale != 1.0:
-            weights *= shape.scale
-        return weights, ids
+    def run(op, weights, ids, rows, logits, bias):
+        op(weights, ids, rows, logits, True, None, None)
+        if scale != 1.0:
+            weights *= scale
 
-    return call
+    return _vllm_fused_topk_arm(inputs, "topk_softmax", "softmax", False, run)
 
 
 def arm_vllm_topk_softplus_sqrt(inputs: Inputs):
     """vLLM's ``topk_softplus_sqrt`` CUDA op (``_custom_ops.topk_hash_softplus_sqrt``) as ``fused_topk_bias`` calls
     it for sqrt-softplus calls outside ``dsv4_topk``'s reach: the plugin's ``topk_hash_softplus_sqrt`` site."""
-    op = _vllm_op("topk_softplus_sqrt")
-    shape = inputs.shape
-    if shape.scoring != "sqrtsoftplus" or not shape.bias or shape.topk_group < shape.groups:
-        return None
-    bias = inputs.bias.float()
-
-    def call(i):
-        weights, ids, source_rows = _vllm_fused_topk_outputs(inputs)
-        op(weights, ids, source_rows, inputs.logits[i], True, shape.scale, bias, None, None, None, None, 0)
-        return weights, ids
-
-    return call
+    scale = inputs.shape.scale
+    return _vllm_fused_topk_arm(inputs, "topk_softplus_sqrt", "sqrtsoftplus", True,
+                                lambda op, weights, ids, rows, logits, bias:
+                                op(weights, ids, rows, logits, True, scale, bias, None, None, None, None, 0))
 
 
 def arm_route_through_vllm_plugin(inputs: Inputs):
@@ -242,7 +238,6 @@ def arm_route_through_vllm_plugin(inputs: Inputs):
         return None
     configure(eager=True, source_rows=True, devices=tuple(dict.fromkeys(settings().devices + ("cuda",))))
     hidden = inputs.logits[0]  # (the wrappers pass it through to vLLM's op only)
-    refused = lambda *args: (_ for _ in ()).throw(RuntimeError("the plugin's gate refused the call"))  # noqa: E731
     if shape.scoring == "sigmoid" and shape.bias:
         site = plugin._fused_grouped_topk(refused)
         bias = inputs.bias.to(inputs.logits[0].dtype)  # as GroupedTopKRouter holds it: the model's parameter
@@ -278,6 +273,11 @@ def arm_route_through_vllm_plugin(inputs: Inputs):
 
 def _eager_step() -> str:
     return "NONE"
+
+
+def refused(*args):
+    """The "original" behind the plugin arm's site wrappers: reached only if the gate refused the call."""
+    raise RuntimeError("the plugin's gate refused the call")
 
 
 def arm_sglang_moe_fused_gate(inputs: Inputs):

@@ -49,7 +49,8 @@ def _jobs(models, dtypes) -> list[tuple[str, torch.dtype, str, Launch]]:
 def run_compile_check(targets=AMD_TARGETS, models=DEFAULT_MODELS, dtypes=DEFAULT_DTYPES, threads: int = 2,
                       progress: Callable[[dict], None] | None = None) -> list[dict]:
     """Compile every plan for every target; one row per (target, model, dtype, layout, plan) with ``ok`` "yes",
-    "SPILLS" or "ERROR" and the registers read. Plans that several layouts share are compiled once a target."""
+    "SPILLS" or "ERROR" and the registers read (a plan that several layouts share is compiled once; its later rows
+    come from Triton's on-disk cache)."""
     from ..kernels import INTERPRETED, _bitonic
     from ..kernels.targets import TARGETS, amd_resources, compile_plan
 
