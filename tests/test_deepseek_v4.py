@@ -43,10 +43,10 @@ def test_deepseek_v4_shapes_on_every_plan(experts, dtype):
     route_and_check(logits, 6, correction_bias=bias, **V4)
 
 
-def test_row_windows_redo_the_rows_they_cannot_serve():
-    """The rounds tile's row windows: a row whose top lies beyond 16 (logits of 300: s = 17.3), a row with three valid
-    experts for a top-6 (the rest under the window), NaN rows and a non-finite bias entry all take exact keys; every
-    plan gives the same bits and float64's answer."""
+def test_sqrt_window_keys_redo_the_rows_they_cannot_serve():
+    """Sqrt-softplus window keys: a row whose experts all lie beyond the window (logits of 300: s = 17.3, every key on
+    the ceiling), a row with three valid experts for a top-6, NaN rows and a non-finite bias entry all take exact
+    keys; every plan gives the same bits and float64's answer."""
     logits = random_logits(8 * TOKEN_SCALE, 256, torch.float32, seed=21)
     logits[1] = 300.0 + torch.arange(256, device=DEVICE) * 1e-3
     logits[2, :253] = -INF
@@ -59,6 +59,73 @@ def test_row_windows_redo_the_rows_they_cannot_serve():
     assert sorted(ids[2, :3].cpu().tolist()) == [253, 254, 255] and ids[2, 3:].cpu().tolist() == [0, 1, 2]
     bias[17] = INF
     assert_plans_agree(route_every_plan(logits, 6, correction_bias=bias, **V4))
+
+
+@pytest.mark.parametrize("experts", [256, 384])
+def test_sqrt_window_keys_certify_or_rank_exactly(experts):
+    """Where the window keys cannot tell the order (choice values a few 1e-6 apart, closer than the keys' error
+    allows), the tail ranks the listed experts by exact keys, or the row is redone: ids must equal float64's, whose
+    margins (2e-6) are above the near-tie margin, on every plan. Row 0: seven experts 2e-6 apart above the rest
+    (ranked from the list); row 1: nine of them (more than the list holds: redone); row 2: eight exactly tied
+    (redone, index order); row 3: three exactly tied below four near-tied ones (ranked from the list, ties to the
+    lower index); row 4: seven 1.3e-6 apart at s = 7.75, where the keys' own error is largest; rows 5-12: two experts
+    5e-7 apart, the higher index above, often within one key step: the exact float32 order (the reference's), which
+    the keys alone would give in index order. The logits are 9 and 60
+    there, above every random one."""
+    logits = random_logits(14 * TOKEN_SCALE, experts, torch.float32, seed=experts + 5)
+    bias = torch.zeros(experts, device=DEVICE)
+    step = 1e-5  # in the logit near x = 9: ds/dx = 0.17, so c steps of 1.7e-6
+    logits[0, 40:47] = 9.0 + step * torch.arange(7, device=DEVICE)
+    logits[1, 100:109] = 9.0 + step * torch.arange(9, device=DEVICE).flip(0)
+    logits[2, 3:200:25] = 9.0
+    logits[3, 7] = logits[3, 9] = 9.0
+    logits[3, 20:25] = 9.0 + step * torch.arange(5, device=DEVICE)
+    logits[4, 60:67] = 60.0 + 2e-5 * torch.arange(7, device=DEVICE)  # s = 7.75 (the keys' largest errors): c 1.3e-6 apart
+    for row in range(5, 13):  # an expert 3 float32 steps above its lower neighbour: c 5e-7 apart, often one key step
+        logits[row, 20 + row] = 9.0 + 1e-3 * row
+        above = logits[row, 20 + row].clone()
+        for _ in range(3):
+            above = torch.nextafter(above, torch.tensor(INF, device=DEVICE))
+        logits[row, 21 + row] = above
+    results = route_every_plan(logits, 6, correction_bias=bias, **V4)
+    assert_plans_agree(results)
+    _, _, ids = next(iter(results.values()))
+    assert ids[0].cpu().tolist() == [46, 45, 44, 43, 42, 41]
+    assert ids[1].cpu().tolist() == [100, 101, 102, 103, 104, 105]
+    assert ids[2].cpu().tolist() == [3, 28, 53, 78, 103, 128]
+    assert ids[3].cpu().tolist() == [24, 23, 22, 21, 7, 9]
+    assert ids[4].cpu().tolist() == [66, 65, 64, 63, 62, 61]
+    # the exact float32 order of c (the reference's), not the keys' index order within a step
+    _, expected = reference.route(logits[5:13].cpu(), 6, correction_bias=bias.cpu(), **V4)
+    assert torch.equal(ids[5:13].cpu(), expected.to(ids.dtype))
+    assert (expected[:, 0] == torch.arange(26, 34)).sum() >= 4  # the higher index first on most of these rows
+    route_and_check(logits, 6, correction_bias=bias, **V4)
+
+
+def test_sqrt_window_keys_of_inaccurate_scores_are_not_trusted():
+    """Keys of logits below -3 carry the score's absolute error (1 + e loses e's bits): at x = -16 and -16.5 the keys'
+    scores are alike (3.45e-4) where the scores are 3.35e-4 and 2.61e-4. Row 0 alternates the two along a bias
+    ladder of 5e-5 steps: its keys' order is wrong by 2.4e-5 per pair, far above the near-tie margin, with the keys
+    50 steps apart. A bias of 2 on expert 100 puts every row's other picks among such experts, and the certificate
+    must refuse their keys (ranked exactly instead); the other rows are random logits of -14 to -27 with a small
+    random bias. Every plan must give float64's picks."""
+    experts = 256
+    gen = torch.Generator().manual_seed(3)
+    rows = 16 * TOKEN_SCALE
+    grid = torch.stack([torch.randperm(experts, generator=gen) for _ in range(rows)]).float()
+    logits = -14.0 - 0.05 * grid - 0.05 * torch.rand(rows, 1, generator=gen)
+    bias = torch.randn(experts, generator=gen) * 3e-5
+    ladder = torch.arange(10, 17)
+    logits[0] = -30.0
+    logits[0, ladder] = torch.tensor([-16.5, -16.0] * 3 + [-16.5])
+    bias[ladder] = 5e-5 * (6 - torch.arange(7)).float()
+    bias[100] = 2.0
+    logits, bias = logits.to(DEVICE), bias.to(DEVICE)
+    results = route_every_plan(logits, 6, correction_bias=bias, **V4)
+    assert_plans_agree(results)
+    _, _, ids = next(iter(results.values()))
+    assert ids[0].cpu().tolist() == [100, 11, 10, 13, 12, 15]
+    route_and_check(logits, 6, correction_bias=bias, **V4)
 
 
 @pytest.mark.parametrize("renormalize", [True, False])

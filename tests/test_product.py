@@ -97,10 +97,14 @@ def test_census_counts_and_judges_tile_classes():
     runner = CliRunner()
     counted = runner.invoke(main, ["census", "--count", "--device", "cpu"])
     assert counted.exit_code == 0, counted.output
-    assert "2200 tile classes" in counted.output
+    assert "3510 tile classes" in counted.output
     ran = runner.invoke(main, ["census", "--device", DEVICE, "--only", "one-pass", "--where", "LANES=4", "--limit", "2"])
     assert ran.exit_code == 0, ran.output
     assert "2 tile classes run, 0 failed" in ran.output
+    sqrt = runner.invoke(main, ["census", "--device", DEVICE, "--only", "flat", "--where", "SCORING=2", "--where",
+                                "LANES=1", "--limit", "2"])  # sqrt-softplus classes, with and without a bias
+    assert sqrt.exit_code == 0, sqrt.output
+    assert "2 tile classes run, 0 failed" in sqrt.output
 
 
 @pytest.mark.parametrize("where", ["LANES", "=4"])

@@ -21,7 +21,7 @@ they merge: the same keys and the same bits as the two passes, with half the rea
 whose layout conversions cost more than the masked half of the stream: 50 vs 46 instructions per
 logit in static counts, docs/kernel-design-log.md.)
 
-Two key encodings. Which one a row gets depends only on the bias and on that row, never on the
+Three key encodings. Which one a row gets depends only on the bias and on that row, never on the
 batch or the tile, so results stay batch-invariant:
 
 * **window keys** (32 bits, ``E <= 512``). Every ``c`` is at most ``top = max b + 1``. The window
@@ -34,6 +34,16 @@ batch or the tile, so results stay batch-invariant:
   values stay in index order. Values below ``L`` and invalid experts share the floor; a row whose K-th
   pick is under the window (fewer than K valid experts in it: garbage rows, NaN logits) is redone with
   exact keys. Compares are single 32-bit min/max instructions.
+* **certified window keys** (sqrt-softplus with a bias, ``E <= 512``, K below the list length). Sqrt-softplus
+  scores are unbounded, but every valid ``c = s + b`` is at least ``min b``: the window is ``[min b, min b + 8]``
+  (steps of 9.5e-7, values beyond it on a ceiling key), used when ``min b`` lies inside (-16, 16) and the bias is
+  finite. The keys' ``c`` comes from three bare MUFU approximations (``_window_sqrtsoftplus``: no division, no
+  selects), within 8e-7 + 3.2e-7 s of the exact ``c`` from a logit of -3 up, and below ``max b + 0.2215`` for
+  logits under -3. The keys' order is then made exact (the same ids as exact keys give: float32 ``c``, ties to the
+  lower index, whatever the window or the tile): a row is certain when its first K + 1 keys lie more than
+  ``3 + (q >> 20)`` steps apart and the K-th lies above the inaccurate scores' bound (``_sqrt_certain``); otherwise
+  its listed experts are ranked by exact keys and kept where at least K of them beat what any unlisted expert's key
+  allows (``_certify_sqrt``; ``_rank_picks`` on the rounds tile); otherwise it is redone with exact keys.
 * **exact keys** (64 bits: ``E > 512``, a non-finite bias entry, a window outside (-4, 4), and the
   redone rows): the order-preserving bits of float32 ``c`` above 20 bits of inverted index, held as a
   float64 (non-negative denormals: float64 compares order them like the integers, on the FP64 pipe
@@ -61,7 +71,9 @@ Lists hold ``CHUNK`` = 8, 16 or 32 keys (K <= 32).
 Small batches (``ROUNDS``: one row on one warp, at most 512 experts, K <= 8, 32-bit keys; up to 2047
 tokens, or 3071 for 256 and 512 experts, by the rule) select without lanes' lists: each thread holds 2-16 of the row's experts, sorts their keys in registers, and K rounds
 each take the warp's largest first key with one 32-bit integer reduction (``REDUX`` on sm_80+) and move the
-winner's list up (``_select_rounds``). Same keys, so the same picks and bits as the lane merge.
+winner's list up (``_select_rounds``). Same keys, so the same picks and bits as the lane merge. Sqrt-softplus rows
+take CHUNK rounds: the picks past K certify the first K (``_sqrt_certain_picks``, ``_rank_picks``), whose weights
+come from their logits read back as the rounds go.
 
 ``GROUP > 1`` adds a filter for long rows: a lane keeps only the best key of each run of ``GROUP``
 consecutive experts (one max per expert) and streams those; the row's top ``CHUNK`` runs hold its top
@@ -110,7 +122,7 @@ WINDOW_KEYS = tl.constexpr(1)  # 32 bits: sigmoid c in the bias window
 LOGIT16_KEYS = tl.constexpr(2)  # 32 bits: softmax, the 16-bit logit's own bits (E <= 512)
 LOGIT_KEYS = tl.constexpr(3)  # 64 bits: softmax, the float32 logit, exact
 SQRTSOFTPLUS_KEYS = tl.constexpr(4)  # 64 bits: sqrt-softplus c, exact
-SQRT_WINDOW_KEYS = tl.constexpr(5)  # 32 bits: sqrt-softplus c in the row's window
+SQRT_WINDOW_KEYS = tl.constexpr(5)  # 32 bits: sqrt-softplus c (the keys' approximation) in the bias window
 # window keys: y = 2**23 + q holds the integer q in its low 23 bits; key = q << 9 | (511 - expert)
 WINDOW_EXPERTS = tl.constexpr(512)
 MAX_LANES = tl.constexpr(64)  # lanes per row that _merge_lanes merges: six halvings
@@ -124,8 +136,20 @@ Q_SPAN = tl.constexpr(8388352.0)  # 2**23 - 256 steps across the window: q stays
 Q_VALID = tl.constexpr(32)  # q below this: under the window or invalid
 WINDOW_WIDTH = tl.constexpr(2.0)
 WINDOW_LIMIT = tl.constexpr(4.0)  # the window must lie inside (-4, 4)
-SQRT_WINDOW_LIMIT = tl.constexpr(16.0)  # a row's sqrt-softplus window must lie inside (-16, 16)
+# sqrt-softplus window keys (module docstring): the window [min b, min b + 8], keys clamped below 2**23 q-steps
+SQRT_WINDOW_WIDTH = tl.constexpr(8.0)
+SQRT_WINDOW_LIMIT = tl.constexpr(16.0)  # min b must lie inside (-16, 16)
+Q_CEIL = tl.constexpr(16777215.0)  # 2**24 - 1: q = 2**23 - 1, the largest key (c beyond the window)
+Q_CEIL_BITS = tl.constexpr(8388607)  # its q
+SQRT_KEY_ERROR = tl.constexpr(4e-6)  # |key's c - c| bound where the logit is at least SQRT_ACCURATE_FROM
+# q-steps two keys must lie apart, from q: 3 + (q >> 20), for |key's c - c| <= 8e-7 + 3.2e-7 s (``_sqrt_certain``)
+SQRT_GAP = tl.constexpr(3)
+SQRT_GAP_SHIFT = tl.constexpr(20)
+SQRT_ACCURATE_FROM = tl.constexpr(-3.0)
+SQRT_SCORE_BELOW = tl.constexpr(0.2215)  # above sqrt(softplus(-3)) = 0.22054: every s under SQRT_ACCURATE_FROM
 MINUS_LOG2E = tl.constexpr(-1.4426950408889634)
+LOG2E = tl.constexpr(1.4426950408889634)
+SQRT_LN2 = tl.constexpr(0.8325546111576977)
 # PTX approximations on NVIDIA GPUs; the plain expression in the interpreter and on ROCm
 PTX_SIGMOID = tl.constexpr(not triton.knobs.runtime.interpret and torch.version.hip is None)
 
@@ -157,6 +181,25 @@ def _window_sigmoid(x):
 
 
 @triton.jit
+def _window_sqrtsoftplus(x):
+    """sqrt(log2(1 + 2^(x log2 e))), whose product with sqrt(ln 2) is sqrt(softplus(x)), with the bare MUFU
+    approximations (flush-to-zero), for window keys only: three approximations and no correction of 1 + e's
+    rounding, where ``sqrtsoftplus_scores`` (the weights, exact keys) also divides and selects. Its error is
+    bounded (SQRT_KEY_ERROR from SQRT_ACCURATE_FROM up; below it, where 1 + e loses e's bits, s is under
+    SQRT_SCORE_BELOW either way), which the certificate in ``_certify_sqrt`` allows for. Beyond x = 88 it is +inf
+    (the keys' ceiling). The interpreter and ROCm get the plain expression, with the same bound."""
+    if PTX_SIGMOID:
+        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [x * LOG2E], dtype=tl.float32,
+                                      is_pure=True, pack=1)
+        l2 = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=r,r", [1.0 + e], dtype=tl.float32,
+                                       is_pure=True, pack=1)
+        return tl.inline_asm_elementwise("sqrt.approx.ftz.f32 $0, $1;", "=r,r", [l2], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.sqrt(tl.log2(1.0 + tl.exp2(x * LOG2E)))
+
+
+@triton.jit
 def _window_choice(x, bias):
     """c = s + b of float32 logits ``x`` with the window keys' sigmoid (``bias`` None: s)."""
     choice = _window_sigmoid(x)
@@ -174,10 +217,13 @@ def _finite_choice(x, choice):
 
 
 @triton.jit
-def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constexpr, CLAMP_BY_MAX: tl.constexpr = False):
+def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constexpr, CLAMP_BY_MAX: tl.constexpr = False,
+                CEILING: tl.constexpr = False):
     """Window keys of experts ``expert`` from their ``_finite_choice`` values. ``CLAMP_BY_MAX`` (the unchecked
     stream): the floor clamp written as a max on the GPU, where without the finite check before it the select
-    compiled to a compare and a select instead of one FMNMX (the same values: a NaN gets the floor either way)."""
+    compiled to a compare and a select instead of one FMNMX (the same values: a NaN gets the floor either way).
+    ``CEILING`` (sqrt-softplus, whose c has no bound): values beyond the window share the ceiling key Q_CEIL (after
+    the floor, so that a NaN stays on the floor)."""
     # an invalid logit's NaN lands on the floor with the values below the window; window keys are used
     # only when every bias entry is finite
     # q = round(c * scale + offset), one rounding: the offset's own rounding shifts every key alike
@@ -186,6 +232,8 @@ def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constex
         y = tl.maximum(y, Q_FLOOR)
     else:
         y = tl.where(y > Q_FLOOR, y, Q_FLOOR)  # one max (NaN -> floor)
+    if CEILING:
+        y = tl.minimum(y, Q_CEIL)
     key = (y.to(tl.uint32, bitcast=True) << INDEX_BITS) | (expert ^ INDEX_MASK).to(tl.uint32)
     if PADDED:
         key = tl.where(exists, key, 0).to(tl.uint32)
@@ -214,12 +262,12 @@ def _keys(x, bias, expert, exists, offset, scale, KEYS: tl.constexpr, PADDED: tl
     elif KEYS == WINDOW_KEYS or KEYS == SQRT_WINDOW_KEYS:
         x = x.to(tl.float32)
         if KEYS == SQRT_WINDOW_KEYS:  # (only with a bias: without one sqrt-softplus ranks by the logits)
-            choice = sqrtsoftplus_scores(x, True) + bias
+            choice = tl.fma(_window_sqrtsoftplus(x), SQRT_LN2, bias)
         else:
             choice = _window_choice(x, bias)
         if FINITE:
             choice = _finite_choice(x, choice)
-        return _window_key(choice, expert, exists, offset, scale, PADDED, not FINITE)
+        return _window_key(choice, expert, exists, offset, scale, PADDED, not FINITE, KEYS == SQRT_WINDOW_KEYS)
     else:
         x = x.to(tl.float32)
         valid = tl.abs(x) < float("inf")
@@ -498,12 +546,12 @@ def _join_last_axis(columns, COUNT: tl.constexpr):
 def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept, NUM_EXPERTS: tl.constexpr,
             GROUP_SIZE: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr, CHUNK: tl.constexpr,
             GROUP: tl.constexpr, KEYS: tl.constexpr, PREFETCH: tl.constexpr, WORDS: tl.constexpr,
-            x_first=None, CHECKED_STREAM: tl.constexpr = True):
+            x_first=None, CHECKED_STREAM: tl.constexpr = True, above=0.0):
     """The row's top CHUNK experts (of the kept groups, when ``kept`` is given), best first: expert
     [ROWS, CHUNK] int32, valid [ROWS, CHUNK], and (window keys) whether one of the first TOPK picks is on
     the floor [ROWS]. ``x_first``: the first step's logits, when the caller loaded them already.
     ``CHECKED_STREAM`` off (window keys with runs): the stream's keys skip the finite check (``_keys``), the tail
-    checks (``_finish_select``)."""
+    checks (``_finish_select``). ``above``: sqrt-softplus window keys' certificate bound (``_certify_sqrt``)."""
     UNCHECKED: tl.constexpr = not CHECKED_STREAM and KEYS == WINDOW_KEYS and GROUP > 1
     STEPS: tl.constexpr = (NUM_EXPERTS + LANES * CHUNK * GROUP - 1) // (LANES * CHUNK * GROUP)
     lane = tl.arange(0, LANES)
@@ -539,14 +587,14 @@ def _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, k
                                      NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, GROUP, KEYS, WORDS,
                                      PREFETCH, not UNCHECKED))
     return _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
-                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1, UNCHECKED)
+                          NUM_EXPERTS, TOPK, ROWS, LANES, CHUNK, GROUP, KEYS, STEPS == 1, UNCHECKED, above)
 
 
 @triton.jit
 def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, kept,
                    NUM_EXPERTS: tl.constexpr, TOPK: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
                    CHUNK: tl.constexpr, GROUP: tl.constexpr, KEYS: tl.constexpr, SORTED: tl.constexpr,
-                   STREAM_UNCHECKED: tl.constexpr = False):
+                   STREAM_UNCHECKED: tl.constexpr = False, above=0.0):
     """From the lanes' lists ``best`` [ROWS, LANES, CHUNK] (0 for eliminated groups' runs; sorted
     descending when ``SORTED``, else bitonic): the lanes merged, the top runs' experts selected exactly;
     returns what ``_select`` does.
@@ -557,7 +605,10 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
     non-finite, those runs are the true top CHUNK runs, and the exact pick among them is the true one. A row with a
     non-finite candidate is marked like a row with a pick under the window (``floored``), so the caller redoes it
     with exact keys (NaN candidates too: they were on the floor, but one check of the bits is cheaper than telling
-    them apart; such rows are garbage and rare)."""
+    them apart; such rows are garbage and rare).
+
+    Sqrt-softplus window keys: the row's top CHUNK are ranked again by exact keys and certified (``_certify_sqrt``,
+    ``above`` its bound); an uncertified row is marked like a row with a pick under the window."""
     best = _merge_lanes(best, SORTED)
     expert, valid = _key_expert(best, KEYS)
     if GROUP > 1:
@@ -593,6 +644,14 @@ def _finish_select(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, off
         # the largest |x| bits of the candidates (0 where not read): infinite or NaN from 0x7F800000 up
         magnitude = tl.abs(x.to(tl.float32)).to(tl.int32, bitcast=True)
         floored = floored | (tl.max(tl.reshape(magnitude, (ROWS, CHUNK * GROUP)), axis=1) >= 0x7F800000)
+    if KEYS == SQRT_WINDOW_KEYS:  # rows the keys' gaps leave uncertain: ranked by exact keys, or redone
+        uncertain = ~_sqrt_certain(best, _sqrt_threshold(offset, scale, above), TOPK) & ~floored
+        if tl.max((uncertain & row_ok).to(tl.int32), axis=0) > 0:
+            ranked, ranked_valid, uncertified = _certify_sqrt(best, logits_ptr, bias_ptr, rows64, row_ok & uncertain,
+                                                              stride_l_row, offset, scale, above, TOPK, CHUNK)
+            expert = tl.where(uncertain[:, None], ranked, expert)
+            valid = tl.where(uncertain[:, None], ranked_valid, valid)
+            floored = floored | (uncertain & uncertified)
     return expert, valid, floored
 
 
@@ -751,13 +810,19 @@ def _complete_picks(picks, TOPK: tl.constexpr, KEYS: tl.constexpr):
 
 
 @triton.jit
-def _picks_tile(picks, TOPK: tl.constexpr, CHUNK: tl.constexpr, KEYS: tl.constexpr):
-    """(expert, valid) [1, CHUNK] of the picks' keys, as ``_select`` returns them (slots past TOPK: key 0)."""
+def _picks_keys(picks, COUNT: tl.constexpr, CHUNK: tl.constexpr):
+    """The first COUNT picks' keys as a [1, CHUNK] tile, best first (slots past COUNT: key 0)."""
     slot = tl.arange(0, CHUNK)
     best = tl.zeros((CHUNK,), tl.uint32)
-    for r in tl.static_range(TOPK):
+    for r in tl.static_range(COUNT):
         best = tl.where(slot == r, picks[r], best)
-    return _key_expert(tl.reshape(best, (1, CHUNK)), KEYS)
+    return tl.reshape(best, (1, CHUNK))
+
+
+@triton.jit
+def _picks_tile(picks, TOPK: tl.constexpr, CHUNK: tl.constexpr, KEYS: tl.constexpr):
+    """(expert, valid) [1, CHUNK] of the picks' keys, as ``_select`` returns them (slots past TOPK: key 0)."""
+    return _key_expert(_picks_keys(picks, TOPK, CHUNK), KEYS)
 
 
 @triton.jit
@@ -1072,17 +1137,144 @@ def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
 
 
 @triton.jit
-def _sqrt_window(top, finite):
-    """A sqrt-softplus row's window (offset, steps, usable) on the rounds tile, from ``top``, the row's largest valid
-    c = s + b (-inf for a row with none): s has no bound the bias alone could set a window from (it grows as
-    sqrt(x)), but the row's own top is one warp-wide max away. The window is [top - 2, top], quantised as the bias
-    window is. Usable where the row has a valid expert, the bias is finite (``finite``) and the window lies inside
-    (-16, 16), so that the offset's rounding stays far below the 60 steps between the floor and the window's bottom;
-    other rows take exact keys."""
-    lowest = top - WINDOW_WIDTH
-    usable = finite & (top > float("-inf")) & (top < SQRT_WINDOW_LIMIT) & (lowest > -SQRT_WINDOW_LIMIT)
-    steps = tl.full(top.shape, Q_SPAN, tl.float32) / (top - lowest)
-    return -(lowest * steps) + Q_BASE, steps, usable
+def _sqrt_window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
+    """``_sqrt_window_from`` of the bias (0.0 counted for padding up to BLOCK_EXPERTS: still a lower and an upper
+    bound of the entries)."""
+    e = tl.arange(0, BLOCK_EXPERTS)
+    b = tl.load(bias_ptr + e, mask=e < NUM_EXPERTS, other=0.0).to(tl.float32)
+    finite = tl.max((tl.abs(b) == float("inf")) | (b != b), axis=0) == 0
+    return _sqrt_window_from(tl.min(b, axis=0), tl.max(b, axis=0), finite)
+
+
+@triton.jit
+def _sqrt_window_from(lo, hi, finite):
+    """The sqrt-softplus window keys' (offset, steps, usable, above) from a lower bound ``lo`` and an upper bound
+    ``hi`` of the bias entries and whether all are finite: the window [lo, lo + 8] (every valid c = s + b is at
+    least lo, s being non-negative), usable where lo lies inside (-16, 16) and the bias is finite; ``above``, the
+    bound the certificate needs for experts whose key is not within SQRT_KEY_ERROR (their c is below it)."""
+    usable = finite & (lo > -SQRT_WINDOW_LIMIT) & (lo < SQRT_WINDOW_LIMIT)
+    steps = tl.full(lo.shape, Q_SPAN, tl.float32) / SQRT_WINDOW_WIDTH
+    return -(lo * steps) + Q_BASE, steps, usable, hi + SQRT_SCORE_BELOW
+
+
+@triton.jit
+def _sqrt_threshold(offset, scale, above):
+    """The smallest q (int32) a key must exceed for its expert's c to be above ``above`` + SQRT_KEY_ERROR whatever
+    the key's error: keys of logits below SQRT_ACCURATE_FROM lie under it (their keys' c is below ``above``)."""
+    y = tl.minimum(tl.fma(above + SQRT_KEY_ERROR, scale, offset), Q_CEIL)
+    return y.to(tl.int32) - 8388607  # (2**23 + q rounded down, plus one step)
+
+
+@triton.jit
+def _sqrt_certain(best, threshold, TOPK: tl.constexpr):
+    """Whether sqrt-softplus window keys ``best`` [ROWS, CHUNK] (sorted descending, CHUNK > TOPK) already rank each
+    row's top TOPK exactly: consecutive keys among the first TOPK + 1 lie more than 3 + (q >> 20) q-steps apart, and
+    the TOPK-th is above ``threshold`` (``_sqrt_threshold``: no expert whose key is less accurate can beat it).
+
+    Why the gap suffices: keys a gap g apart have keys' c at least (g - 1) steps (9.54e-7) apart (each key rounds its
+    c once), and from SQRT_ACCURATE_FROM up each key's c is within 8e-7 + 3.2e-7 s of c (twice the largest error
+    measured over every float32 logit, on the H200 and in numpy: 4.1e-7 up to s = 2.9, 1.44e-6 at s = 9.4), s being
+    at most the key's place in the window, q x 9.54e-7; 3 + (q >> 20) steps cover twice that. Then the keys' order
+    is the exact c's and no unlisted expert beats the TOPK-th. Integer compares on the listed keys; rows it leaves
+    are ranked by exact keys (``_certify_sqrt``)."""
+    q = _columns((best >> INDEX_BITS).to(tl.int32), best.shape[1])
+    certain = q[TOPK - 1] > threshold
+    for i in tl.static_range(TOPK):
+        certain = certain & (q[i] - q[i + 1] > SQRT_GAP + (q[i] >> SQRT_GAP_SHIFT))
+    return certain
+
+
+@triton.jit
+def _sqrt_certain_picks(picks, threshold, TOPK: tl.constexpr):
+    """``_sqrt_certain`` of the rounds' picks (scalars, best first; more than TOPK)."""
+    q = ()
+    for i in tl.static_range(TOPK + 1):
+        q = q + ((picks[i] >> INDEX_BITS).to(tl.int32),)
+    certain = q[TOPK - 1] > threshold
+    for i in tl.static_range(TOPK):
+        certain = certain & (q[i] - q[i + 1] > SQRT_GAP + (q[i] >> SQRT_GAP_SHIFT))
+    return certain
+
+
+@triton.jit
+def _pick_scores(picks, row_ptr, row_ok, FIRST: tl.constexpr, END: tl.constexpr, NUM_EXPERTS: tl.constexpr):
+    """The sqrt-softplus scores (``sqrtsoftplus_scores``) of picks FIRST .. END - 1, their logits read from the row
+    at ``row_ptr`` (scalars, every thread the same address)."""
+    scores = ()
+    for r in tl.static_range(FIRST, END):
+        pick = ((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32)
+        x = tl.load(row_ptr + pick, mask=row_ok & (pick < NUM_EXPERTS), other=0.0)
+        scores = scores + (sqrtsoftplus_scores(x.to(tl.float32), True),)
+    return scores
+
+
+@triton.jit
+def _rank_picks(picks, scores, biases, offset, scale, above, TOPK: tl.constexpr, LISTED: tl.constexpr):
+    """``_certify_sqrt`` on the rounds' LISTED picks (scalars, best first) and their exact scores and bias: the
+    picks ranked by exact c (ties to the lower index) through pairwise ranks, all in scalars; returns the first
+    TOPK experts and scores in that order and whether the ranking is certainly the row's (the same certificate)."""
+    experts = ()
+    choices = ()
+    for r in tl.static_range(LISTED):
+        experts = experts + (((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32),)
+        valid = (picks[r] >> INDEX_BITS) >= Q_VALID
+        choices = choices + (tl.where(valid, scores[r] + biases[r], float("-inf")),)
+    q_last = (picks[LISTED - 1] >> INDEX_BITS).to(tl.int32)
+    y_last = (q_last | 0x4B000000).to(tl.float32, bitcast=True)  # 2**23 + q
+    bound = tl.maximum((y_last + 2.0 - offset) / scale + SQRT_KEY_ERROR, above)
+    beyond = tl.zeros((), tl.int32)
+    ranks = ()
+    for r in tl.static_range(LISTED):
+        beyond = beyond + (choices[r] > bound).to(tl.int32)
+        rank = tl.zeros((), tl.int32)
+        for j in tl.static_range(LISTED):
+            if j != r:
+                rank = rank + ((choices[j] > choices[r])
+                               | ((choices[j] == choices[r]) & (experts[j] < experts[r]))).to(tl.int32)
+        ranks = ranks + (rank,)
+    ranked = ()
+    ranked_scores = ()
+    for k in tl.static_range(TOPK):
+        expert = tl.zeros((), tl.int32)
+        score = tl.zeros((), tl.float32)
+        for r in tl.static_range(LISTED):
+            expert = tl.where(ranks[r] == k, experts[r], expert)
+            score = tl.where(ranks[r] == k, scores[r], score)
+        ranked = ranked + (expert,)
+        ranked_scores = ranked_scores + (score,)
+    return ranked, ranked_scores, (beyond >= TOPK) & (q_last < Q_CEIL_BITS)
+
+
+@triton.jit
+def _certify_sqrt(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, scale, above, TOPK: tl.constexpr,
+                  LISTED: tl.constexpr):
+    """Sqrt-softplus window keys made exact: from each row's top keys ``best`` [ROWS, CHUNK] (sorted descending, the
+    first LISTED of them the row's top LISTED, LISTED > TOPK), the listed experts ranked again by their exact keys
+    (``SQRTSOFTPLUS_KEYS``: float32 c from ``sqrtsoftplus_scores``, ties to the lower index), and whether that ranking
+    is certainly the row's: returns (expert, valid, uncertified) as ``_select`` does (uncertified rows: redo).
+
+    Certificate: an expert not listed has a key at most the LISTED-th's, so its keys' c is at most ``bound`` (the
+    quantisation's rounding and a step of margin) and its c at most ``bound + SQRT_KEY_ERROR``, or, where its logit is
+    below SQRT_ACCURATE_FROM, at most ``above`` (max b + SQRT_SCORE_BELOW). If at least TOPK listed experts have an
+    exact c above both, the row's top TOPK are all listed, and their exact ranking is the semantics' (float32 c, ties
+    to the lower index): the same ids as exact keys give, whatever the window, so every tile agrees. A ceiling key
+    at the LISTED-th place bounds nothing (c beyond the window): uncertified."""
+    CHUNK: tl.constexpr = best.shape[1]
+    slot = tl.arange(0, CHUNK)[None, :]
+    expert, valid = _key_expert(best, SQRT_WINDOW_KEYS)
+    listed = valid & (slot < LISTED)
+    x = tl.load(logits_ptr + rows64[:, None] * stride_l_row + expert, mask=row_ok[:, None] & listed, other=0.0)
+    b = tl.load(bias_ptr + expert, mask=listed, other=0.0).to(tl.float32)
+    choice = sqrtsoftplus_scores(x.to(tl.float32), listed) + b
+    exact = _keys(x, b, expert, listed, 0.0, 1.0, SQRTSOFTPLUS_KEYS, True)
+    q_last = tl.sum(tl.where(slot == LISTED - 1, best >> INDEX_BITS, 0), axis=1).to(tl.int32)
+    y_last = (q_last | 0x4B000000).to(tl.float32, bitcast=True)  # 2**23 + q
+    bound = tl.maximum((y_last + 2.0 - offset) / scale + SQRT_KEY_ERROR, above)
+    beyond = tl.sum((listed & (choice > bound[:, None])).to(tl.int32), axis=1)
+    certified = (beyond >= TOPK) & (q_last < Q_CEIL_BITS)
+    ranked = tl.sort(exact, dim=1, descending=True)
+    expert, valid = _key_expert(ranked, SQRTSOFTPLUS_KEYS)
+    return expert, valid, ~certified
 
 
 @triton.jit
@@ -1232,15 +1424,18 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
     # experts (exact keys of the logit instead of the sigmoid's: no sigmoid per expert). No window, nothing
     # to redo. Window keys stay faster than the 16-bit logit keys for sigmoid without bias (docs/kernel-design-log.md).
     LOGIT16: tl.constexpr = logits_ptr.dtype.element_ty.primitive_bitwidth == 16 and NUM_EXPERTS <= WINDOW_EXPERTS
-    # Sqrt-softplus without bias likewise (strictly increasing); with a bias its c has no bound the window could
-    # be set from (s grows as sqrt(x)), so it ranks by exact keys.
+    # Sqrt-softplus without bias likewise (strictly increasing); with a bias, window keys certified by the tail
+    # (``_certify_sqrt``: its lists must hold more than TOPK keys), else exact keys.
     tl.static_assert(SCORING == SIGMOID or TOPK_GROUP >= NUM_GROUPS)  # (rules.bitonic_supported)
     BY_LOGIT: tl.constexpr = SCORING == SOFTMAX or (bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
                                                    and (SCORING == SQRTSOFTPLUS or NUM_EXPERTS > WINDOW_EXPERTS))
     EXACT: tl.constexpr = SQRTSOFTPLUS_KEYS if SCORING == SQRTSOFTPLUS else EXACT_KEYS
-    offset, steps, usable = 0.0, 1.0, False
+    WINDOW: tl.constexpr = SQRT_WINDOW_KEYS if SCORING == SQRTSOFTPLUS else WINDOW_KEYS
+    offset, steps, usable, above = 0.0, 1.0, False, 0.0
     if NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT and SCORING == SIGMOID:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
+    elif NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT and TOPK < CHUNK:  # sqrt-softplus with a bias
+        offset, steps, usable, above = _sqrt_window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     if BY_LOGIT:
         tl.static_assert(bias_ptr is None and TOPK_GROUP >= NUM_GROUPS)
         if LOGIT16:
@@ -1258,15 +1453,15 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
         else:
             kept_found = kept
             expert, valid, floored = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offset, steps, kept,
-                                             NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW_KEYS, PREFETCH,
-                                             WORDS, x_first, CHECKED_STREAM)
+                                             NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, GROUP, WINDOW, PREFETCH,
+                                             WORDS, x_first, CHECKED_STREAM, above)
         if STORE_FIRST:
             _store_row(logits_ptr, rows64, row_ok & ~floored, stride_l_row, expert, valid, weights_ptr, ids_ptr, padding_ptr,
                        stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE,
                        NUM_EXPERTS, ROWS, CHUNK, LOG2_CHUNK, DENSE_OUT)
-        if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window
+        if tl.max(floored.to(tl.int32), axis=0) > 0:  # some row has fewer than K experts in the window (or uncertified)
             exact, exact_valid, _ = _select(logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, 0.0, 1.0,
-                                            kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT_KEYS,
+                                            kept_found, NUM_EXPERTS, GROUP_SIZE, TOPK, ROWS, LANES, CHUNK, 1, EXACT,
                                             PREFETCH, WORDS, x_exact)
             if STORE_FIRST:
                 _store_row(logits_ptr, rows64, row_ok & floored, stride_l_row, exact, exact_valid, weights_ptr,
@@ -1351,12 +1546,13 @@ def _store_outputs(weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col
 @triton.jit
 def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col, stride_i_row,
                  stride_i_col, scale, TOPK: tl.constexpr, SCORING: tl.constexpr, RENORMALIZE: tl.constexpr,
-                 CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
+                 CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr, EXPERTS: tl.constexpr = False):
     """``_store_row`` for one row whose TOPK picks are all valid (``store``: stores nothing otherwise), from the
     rounds' keys and logits (scalars, the same in every thread) with the same arithmetic as
     ``_store_row`` (``sigmoid_scores``, or exp(x - the first pick's x), and ``finish_weights``' pairwise sum
     over CHUNK slots with 0 past TOPK), so the same bits, without re-reading the logits or a reduction across
-    threads. Straight-line code (no branch): each pick's score is formed while the later rounds run."""
+    threads. Straight-line code (no branch): each pick's score is formed while the later rounds run. ``EXPERTS``:
+    ``picks`` holds the experts themselves (int32), not their keys."""
     slot = tl.arange(0, CHUNK)
     scores = ()
     chosen = tl.zeros((CHUNK,), tl.float32)
@@ -1368,7 +1564,10 @@ def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, padding_ptr, s
             score = values[r]
         scores = scores + (score,)
         chosen = tl.where(slot == r, score, chosen)
-        expert = tl.where(slot == r, ((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32), expert)
+        if EXPERTS:
+            expert = tl.where(slot == r, picks[r], expert)
+        else:
+            expert = tl.where(slot == r, ((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32), expert)
     if RENORMALIZE:  # ``tree_sum``'s pairs, over scalars (``tree_sum`` of the [CHUNK] tile would shuffle)
         level = scores
         for _ in tl.static_range(CHUNK - TOPK):
@@ -1439,19 +1638,42 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
             _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
                        stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, NUM_EXPERTS, 1,
                        CHUNK, LOG2_CHUNK, DENSE_OUT)
+    elif SCORING == SQRTSOFTPLUS:  # the bias window's keys, CHUNK rounds, the picks certified
+        bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
+        unusable = (tl.abs(bias) == float("inf")) | (bias != bias)
+        offset, steps, usable, above = _sqrt_window_from(tl.min(tl.min(bias, axis=1), axis=0),
+                                                         tl.max(tl.max(bias, axis=1), axis=0),
+                                                         tl.max(tl.max(unusable.to(tl.int32), axis=1), axis=0) == 0)
+        done = tl.zeros((), tl.int1)
+        if TOPK < CHUNK:  # (the certificate needs more picks than TOPK)
+            picks, _unused, _kept = _select_rounds(x, None, expert, exists, bias, offset, steps, None, NUM_GROUPS,
+                                                   GROUP_SIZE, TOPK_GROUP, CHUNK, CHUNK, SQRT_WINDOW_KEYS)
+            done = usable & _sqrt_certain_picks(picks, _sqrt_threshold(offset, steps, above), TOPK)
+            # the picks' scores from their logits, read as the rounds go (scalars, every thread the same address)
+            scores = _pick_scores(picks, logits_ptr + row * stride_l_row, row_ok, 0, TOPK, NUM_EXPERTS)
+            _store_picks(picks, scores, row, row_ok & done, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
+                         stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, CHUNK, DENSE_OUT)
+            if done.to(tl.int32) == 0:  # the picks ranked by exact c (scalars), where certain
+                listed = scores + _pick_scores(picks, logits_ptr + row * stride_l_row, row_ok, TOPK, CHUNK, NUM_EXPERTS)
+                biases = ()
+                for r in tl.static_range(CHUNK):
+                    pick = ((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32)
+                    biases = biases + (tl.load(bias_ptr + pick, mask=pick < NUM_EXPERTS, other=0.0).to(tl.float32),)
+                ranked, ranked_scores, certified = _rank_picks(picks, listed, biases, offset, steps, above, TOPK, CHUNK)
+                done = usable & certified
+                _store_picks(ranked, ranked_scores, row, row_ok & done, weights_ptr, ids_ptr, padding_ptr,
+                             stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE,
+                             CHUNK, DENSE_OUT, True)
+        if done.to(tl.int32) == 0:  # exact keys
+            chosen, valid, _floored = _select(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, 0.0, 1.0, None,
+                                              NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, SQRTSOFTPLUS_KEYS,
+                                              PREFETCH, WORDS)
+            _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, padding_ptr,
+                       stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE,
+                       NUM_EXPERTS, 1, CHUNK, LOG2_CHUNK, DENSE_OUT)
     else:
         bias = None
-        WINDOW: tl.constexpr = SQRT_WINDOW_KEYS if SCORING == SQRTSOFTPLUS else WINDOW_KEYS
-        EXACT: tl.constexpr = SQRTSOFTPLUS_KEYS if SCORING == SQRTSOFTPLUS else EXACT_KEYS
-        if SCORING == SQRTSOFTPLUS:  # the row's window, from its largest valid c (the keys' own c: the same values)
-            bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
-            xf = x.to(tl.float32)
-            valid_c = exists & (tl.abs(xf) < float("inf")) & (tl.abs(bias) < float("inf"))
-            order = _ordered_int(tl.where(valid_c, sqrtsoftplus_scores(xf, True) + bias, float("-inf")))
-            top = _ordered_int(tl.max(tl.max(order, axis=1), axis=0)).to(tl.float32, bitcast=True)  # REDUX.MAX
-            unusable = (tl.abs(bias) == float("inf")) | (bias != bias)
-            offset, steps, usable = _sqrt_window(top, tl.max(tl.max(unusable.to(tl.int32), axis=1), axis=0) == 0)
-        elif bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
+        if bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
             bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
             offset, steps, usable = _warp_window(bias, PER <= 4 or GROUPS_IN_TILE)  # (measured faster: design log)
         else:
@@ -1461,13 +1683,10 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
         # (``_window_sigmoid``)
         handed = None
         if HANDOVER:
-            if SCORING == SQRTSOFTPLUS:  # the scores _store_row forms (the same function: the same bits)
-                handed = sqrtsoftplus_scores(x.to(tl.float32), tl.abs(x.to(tl.float32)) < float("inf"))
-            else:
-                handed = _window_sigmoid(x.to(tl.float32))
+            handed = _window_sigmoid(x.to(tl.float32))
         picks, picked, kept_tile = _select_rounds(x, handed, expert, exists, bias, offset, steps, kept, NUM_GROUPS,
-                                                  GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, WINDOW)
-        windowed = usable & _complete_picks(picks, TOPK, WINDOW)  # the window's picks stand (as on the lane merge)
+                                                  GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
+        windowed = usable & _complete_picks(picks, TOPK, WINDOW_KEYS)  # the window's picks stand (as on the lane merge)
         quick = tl.zeros((), tl.int1)
         if HANDOVER:  # every pick's score positive: their smallest, formed as they arrive (a NaN score, which
             # tl.minimum would pass over, comes only from a NaN logit, whose pick is invalid: not ``windowed``)
@@ -1479,7 +1698,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
                          stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, CHUNK, DENSE_OUT)
         if quick.to(tl.int32) == 0:
             if windowed:  # the window's picks, their logits re-read (HANDOVER: a pick's score under 2**-126)
-                chosen, valid = _picks_tile(picks, TOPK, CHUNK, WINDOW)
+                chosen, valid = _picks_tile(picks, TOPK, CHUNK, WINDOW_KEYS)
             else:  # exact keys: a pick under the window (or invalid), or a window outside (-4, 4) or non-finite
                 kept_stage = kept
                 if GROUPS_IN_TILE:  # the tile's groups (from the same c), or the group stage
@@ -1490,7 +1709,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
                                                       GROUP_SIZE, TOPK_GROUP, BLOCK_GROUPS, BLOCK_GROUP_SIZE,
                                                       GROUPS_PER_LOAD, 1, PREFETCH)
                 chosen, valid, _ = _select(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, 0.0, 1.0, kept_stage,
-                                           NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, EXACT, PREFETCH,
+                                           NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, EXACT_KEYS, PREFETCH,
                                            WORDS)
             _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
                        stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, NUM_EXPERTS, 1,

@@ -113,7 +113,7 @@ def bitonic_plan(call: RoutingCall, lanes: int, rows: int, num_warps: int, group
 def bitonic_supported(call: RoutingCall, biased: bool = False) -> bool:
     """K <= 32 and at least 32 experts; sigmoid scoring (flat, or grouped with kept groups of 8+ experts),
     softmax scoring flat and without a bias (``biased``), ranked by the logits themselves, or sqrt-softplus
-    flat (with a bias: exact keys). Softmax with a bias or grouped needs the row's softmax before ranking, and
+    flat (with a bias: certified window keys). Softmax with a bias or grouped needs the row's softmax before ranking, and
     the group stage forms sigmoid scores only: the rounds kernel."""
     if (call.softmax and (biased or call.grouped)) or (call.scoring == SQRTSOFTPLUS and call.grouped):
         return False
@@ -376,20 +376,17 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("ROUNDS", True, lambda f: (f.tclass == LATENCY or (f.tclass == SMALL and f.experts >= 128))
            and rounds_ok(f.call, f.c["ROWS"], f.warps, f.float32_logits, f.biased),
            "selection by K warp-wide max reductions at decode sizes, and on the SMALL class's one-row tiles"),
-    Switch("HANDOVER", True, lambda f: f.c["ROUNDS"] and (f.tclass == LATENCY or (f.flat and f.experts <= 256)),
+    Switch("HANDOVER", True, lambda f: f.c["ROUNDS"] and f.call.scoring != SQRTSOFTPLUS
+           and (f.tclass == LATENCY or (f.flat and f.experts <= 256)),
            "the rounds hand over the picks' scores (no re-read of the logits): decode sizes, and flat rows of up "
-           "to 256 experts below 3072 tokens"),
+           "to 256 experts below 3072 tokens (sqrt-softplus picks are certified from their logits instead)"),
 )
 
 
 def _tile_class(call: RoutingCall, tclass: int, float32_logits: bool, biased: bool = True) -> int:
     """The token class whose tile and switches a call takes: its own, but 2048-3071 tokens of sigmoid rows of
     256 or 512 experts (grouped too, up to 16 groups) on 16-bit logits take the SMALL class's one-row tile with
-    rounds, measured faster there than the four-lane tile; and sqrt-softplus rows with a bias take the LATENCY class's
-    one-row tile with rounds at every token count (32-bit keys in the row's own window; the streaming tiles would
-    rank them by exact keys, 1.09-2.44x slower on the H200 from 2048 tokens: docs/kernel-design-log.md)."""
-    if call.scoring == SQRTSOFTPLUS and biased and rounds_ok(call, 1, 1, biased=True):
-        return LATENCY
+    rounds, measured faster there than the four-lane tile."""
     if (tclass == MEDIUM and call.experts in (256, 512) and not call.softmax and not float32_logits
             and call.num_groups <= 16 and rounds_ok(call, 1, 1, biased=biased)):
         return SMALL
@@ -517,9 +514,10 @@ VARIANTS: dict[str, Variant] = {
     # key encodings
     "window keys": Variant("32-bit keys: sigmoid choice values quantised in the bias window, rows under it redone",
                            "test_rows_below_the_window_are_redone_exactly"),
-    "row windows": Variant("sqrt-softplus with a bias on the rounds tile: 32-bit keys quantised in each row's own "
-                           "window below its largest valid c; rows it cannot serve redone with exact keys",
-                           "test_row_windows_redo_the_rows_they_cannot_serve"),
+    "certified window keys": Variant("sqrt-softplus with a bias: 32-bit keys of an approximate c in the bias window "
+                                     "[min b, min b + 8], the row's order certified from the keys' gaps, else the "
+                                     "listed experts ranked by exact keys, else the row redone",
+                                     "test_sqrt_window_keys_certify_or_rank_exactly"),
     "exact keys": Variant("64-bit keys: float32 choice value bits above the inverted index",
                           "test_windows_outside_the_range_take_exact_keys"),
     "logit keys": Variant("softmax (and sigmoid without bias beyond 512 experts) ranked by the logits' own bits",

@@ -26,7 +26,9 @@ from ..verify import verify
 EXPERTS = (32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 1024)
 GROUPINGS = ((1, 1), (2, 1), (4, 1), (4, 2), (8, 3), (8, 4), (16, 4), (32, 4), (64, 8))
 TOPKS = (1, 2, 4, 6, 8, 9, 12, 16, 17, 20, 24, 32)
-SCORINGS = (("sigmoid", True), ("sigmoid", False), ("softmax", False))
+SCORINGS = (("sigmoid", True), ("sigmoid", False), ("softmax", False), ("sqrtsoftplus", True), ("sqrtsoftplus", False))
+# bias shifts per biased scoring: the window keys, then a bias the window cannot take (exact keys)
+EXACT_SHIFTS = {"sigmoid": 8.0, "sqrtsoftplus": 20.0}
 FAMILIES = ("flat", "one-pass", "two-pass", "rounds")
 _SIZES = ("TOPK", "NUM_EXPERTS", "TOPK_GROUP", "NUM_GROUPS", "GROUP_SIZE", "BLOCK_EXPERTS", "LOG2_CHUNK",
           "RENORMALIZE")
@@ -105,7 +107,7 @@ def tile_classes(float32: bool = False) -> list[TileClass]:
 
 def hard_inputs(experts: int, groups: int, tokens: int, device: str, seed: int, dtype: torch.dtype = torch.bfloat16):
     """Random logits (at least 5 rows) with a NaN row, an -inf row, an all-tied row, a row of tied groups and a row
-    with +inf among finite logits; a random bias (window keys; add 8 for exact keys)."""
+    with +inf among finite logits; a random bias (window keys; EXACT_SHIFTS added for exact keys)."""
     gen = torch.Generator().manual_seed(seed)
     logits = torch.randn(tokens, experts, generator=gen) * 2
     size = experts // groups
@@ -124,7 +126,7 @@ def run_class(cls: TileClass, device: str, dtype: torch.dtype = torch.bfloat16) 
     tokens = 2 * cls.plan.rows + 3
     logits, bias = hard_inputs(cls.experts, cls.groups, tokens, device, cls.experts * 131 + cls.topk, dtype)
     failures = []
-    for shift in ((0.0, 8.0) if cls.biased and cls.scoring == "sigmoid" else (None,)):
+    for shift in ((0.0, EXACT_SHIFTS[cls.scoring]) if cls.biased else (None,)):
         b = None if shift is None else bias + shift
         call = check_call(logits, cls.topk, cls.scoring, b, cls.groups, cls.kept, True, 2.5, None)
         weights = torch.full((tokens, cls.topk), float("nan"), device=device)
