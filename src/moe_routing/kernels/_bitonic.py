@@ -1180,7 +1180,7 @@ def _sqrt_certain(best, threshold, TOPK: tl.constexpr):
     q = _columns((best >> INDEX_BITS).to(tl.int32), best.shape[1])
     certain = q[TOPK - 1] > threshold
     for i in tl.static_range(TOPK):
-        certain = certain & (q[i] - q[i + 1] > SQRT_GAP + (q[i] >> SQRT_GAP_SHIFT))
+        certain = certain & (q[i] - q[i + 1] > (q[i] >> SQRT_GAP_SHIFT) + SQRT_GAP)  # (tensor first: Triton 3.8)
     return certain
 
 
@@ -1192,7 +1192,7 @@ def _sqrt_certain_picks(picks, threshold, TOPK: tl.constexpr):
         q = q + ((picks[i] >> INDEX_BITS).to(tl.int32),)
     certain = q[TOPK - 1] > threshold
     for i in tl.static_range(TOPK):
-        certain = certain & (q[i] - q[i + 1] > SQRT_GAP + (q[i] >> SQRT_GAP_SHIFT))
+        certain = certain & (q[i] - q[i + 1] > (q[i] >> SQRT_GAP_SHIFT) + SQRT_GAP)  # (tensor first: Triton 3.8)
     return certain
 
 
