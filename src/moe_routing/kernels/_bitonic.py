@@ -72,7 +72,7 @@ Small batches (``ROUNDS``: one row on one warp, at most 512 experts, K <= 8, 32-
 tokens, or 3071 for 256 and 512 experts, by the rule) select without lanes' lists: each thread holds 2-16 of the row's experts, sorts their keys in registers, and K rounds
 each take the warp's largest first key with one 32-bit integer reduction (``REDUX`` on sm_80+) and move the
 winner's list up (``_select_rounds``). Same keys, so the same picks and bits as the lane merge. Sqrt-softplus rows
-take CHUNK rounds: the picks past K certify the first K (``_sqrt_certain_picks``, ``_rank_picks``), whose weights
+take CHUNK rounds: the picks past K certify the first K (``_gaps_certain``, ``_rank_picks``), whose weights
 come from their logits read back as the rounds go.
 
 ``GROUP > 1`` adds a filter for long rows: a lane keeps only the best key of each run of ``GROUP``
@@ -1128,22 +1128,24 @@ def _window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
         hi = tl.zeros((), tl.float32)
         finite = tl.full((), True, tl.int1)
     else:
-        e = tl.arange(0, BLOCK_EXPERTS)
-        b = tl.load(bias_ptr + e, mask=e < NUM_EXPERTS, other=0.0).to(tl.float32)
-        lo = tl.min(b, axis=0)
-        hi = tl.max(b, axis=0)
-        finite = tl.max((tl.abs(b) == float("inf")) | (b != b), axis=0) == 0
+        lo, hi, finite = _bias_bounds(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
     return _window_from(lo, hi, finite)
 
 
 @triton.jit
-def _sqrt_window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
-    """``_sqrt_window_from`` of the bias (0.0 counted for padding up to BLOCK_EXPERTS: still a lower and an upper
-    bound of the entries)."""
+def _bias_bounds(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
+    """The bias's smallest and largest entry (0.0 counted for padding up to BLOCK_EXPERTS, so that every tile forms
+    the same window) and whether every entry is finite."""
     e = tl.arange(0, BLOCK_EXPERTS)
     b = tl.load(bias_ptr + e, mask=e < NUM_EXPERTS, other=0.0).to(tl.float32)
-    finite = tl.max((tl.abs(b) == float("inf")) | (b != b), axis=0) == 0
-    return _sqrt_window_from(tl.min(b, axis=0), tl.max(b, axis=0), finite)
+    return tl.min(b, axis=0), tl.max(b, axis=0), tl.max((tl.abs(b) == float("inf")) | (b != b), axis=0) == 0
+
+
+@triton.jit
+def _sqrt_window(bias_ptr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr):
+    """``_sqrt_window_from`` of the bias (its padding's 0.0 keeps the bounds a lower and an upper bound)."""
+    lo, hi, finite = _bias_bounds(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
+    return _sqrt_window_from(lo, hi, finite)
 
 
 @triton.jit
@@ -1177,19 +1179,13 @@ def _sqrt_certain(best, threshold, TOPK: tl.constexpr):
     at most the key's place in the window, q x 9.54e-7; 3 + (q >> 20) steps cover twice that. Then the keys' order
     is the exact c's and no unlisted expert beats the TOPK-th. Integer compares on the listed keys; rows it leaves
     are ranked by exact keys (``_certify_sqrt``)."""
-    q = _columns((best >> INDEX_BITS).to(tl.int32), best.shape[1])
-    certain = q[TOPK - 1] > threshold
-    for i in tl.static_range(TOPK):
-        certain = certain & (q[i] - q[i + 1] > (q[i] >> SQRT_GAP_SHIFT) + SQRT_GAP)  # (tensor first: Triton 3.8)
-    return certain
+    return _gaps_certain(_columns((best >> INDEX_BITS).to(tl.int32), best.shape[1]), threshold, TOPK)
 
 
 @triton.jit
-def _sqrt_certain_picks(picks, threshold, TOPK: tl.constexpr):
-    """``_sqrt_certain`` of the rounds' picks (scalars, best first; more than TOPK)."""
-    q = ()
-    for i in tl.static_range(TOPK + 1):
-        q = q + ((picks[i] >> INDEX_BITS).to(tl.int32),)
+def _gaps_certain(q, threshold, TOPK: tl.constexpr):
+    """``_sqrt_certain``'s test on a tuple of the keys' q-steps (int32), best first: a tile's columns, or the rounds'
+    picks (``_picks_q``)."""
     certain = q[TOPK - 1] > threshold
     for i in tl.static_range(TOPK):
         certain = certain & (q[i] - q[i + 1] > (q[i] >> SQRT_GAP_SHIFT) + SQRT_GAP)  # (tensor first: Triton 3.8)
@@ -1202,10 +1198,28 @@ def _pick_scores(picks, row_ptr, row_ok, FIRST: tl.constexpr, END: tl.constexpr,
     at ``row_ptr`` (scalars, every thread the same address)."""
     scores = ()
     for r in tl.static_range(FIRST, END):
-        pick = ((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32)
+        pick, _valid = _key_expert(picks[r], SQRT_WINDOW_KEYS)
         x = tl.load(row_ptr + pick, mask=row_ok & (pick < NUM_EXPERTS), other=0.0)
         scores = scores + (sqrtsoftplus_scores(x.to(tl.float32), True),)
     return scores
+
+
+@triton.jit
+def _picks_q(picks, COUNT: tl.constexpr):
+    """The q-steps (int32) of the first COUNT picks' keys."""
+    q = ()
+    for i in tl.static_range(COUNT):
+        q = q + ((picks[i] >> INDEX_BITS).to(tl.int32),)
+    return q
+
+
+@triton.jit
+def _unlisted_bound(q_last, offset, scale, above):
+    """The largest c an expert whose key is at most the last listed one (q-step ``q_last``) can have: its keys' c
+    rounded up a step with a step of margin, plus SQRT_KEY_ERROR, or ``above`` for inaccurate keys
+    (``_certify_sqrt``)."""
+    y_last = (q_last | 0x4B000000).to(tl.float32, bitcast=True)  # 2**23 + q
+    return tl.maximum((y_last + 2.0 - offset) / scale + SQRT_KEY_ERROR, above)
 
 
 @triton.jit
@@ -1216,12 +1230,11 @@ def _rank_picks(picks, scores, biases, offset, scale, above, TOPK: tl.constexpr,
     experts = ()
     choices = ()
     for r in tl.static_range(LISTED):
-        experts = experts + (((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32),)
-        valid = (picks[r] >> INDEX_BITS) >= Q_VALID
+        expert, valid = _key_expert(picks[r], SQRT_WINDOW_KEYS)
+        experts = experts + (expert,)
         choices = choices + (tl.where(valid, scores[r] + biases[r], float("-inf")),)
     q_last = (picks[LISTED - 1] >> INDEX_BITS).to(tl.int32)
-    y_last = (q_last | 0x4B000000).to(tl.float32, bitcast=True)  # 2**23 + q
-    bound = tl.maximum((y_last + 2.0 - offset) / scale + SQRT_KEY_ERROR, above)
+    bound = _unlisted_bound(q_last, offset, scale, above)
     beyond = tl.zeros((), tl.int32)
     ranks = ()
     for r in tl.static_range(LISTED):
@@ -1268,8 +1281,7 @@ def _certify_sqrt(best, logits_ptr, bias_ptr, rows64, row_ok, stride_l_row, offs
     choice = sqrtsoftplus_scores(x.to(tl.float32), listed) + b
     exact = _keys(x, b, expert, listed, 0.0, 1.0, SQRTSOFTPLUS_KEYS, True)
     q_last = tl.sum(tl.where(slot == LISTED - 1, best >> INDEX_BITS, 0), axis=1).to(tl.int32)
-    y_last = (q_last | 0x4B000000).to(tl.float32, bitcast=True)  # 2**23 + q
-    bound = tl.maximum((y_last + 2.0 - offset) / scale + SQRT_KEY_ERROR, above)
+    bound = _unlisted_bound(q_last, offset, scale, above)
     beyond = tl.sum((listed & (choice > bound[:, None])).to(tl.int32), axis=1)
     certified = (beyond >= TOPK) & (q_last < Q_CEIL_BITS)
     ranked = tl.sort(exact, dim=1, descending=True)
@@ -1311,6 +1323,13 @@ def _warp_window(bias, BY_BITS: tl.constexpr):
     Both give ``_window``'s (offset, steps, usable): min and max are exact, and where they could differ, -0
     against +0, ``_window_from`` gives the same bits (``top`` = hi + 1; a ``lowest`` of +-0 gives ``offset``
     Q_BASE and the same ``steps``)."""
+    lo, hi, finite = _warp_bias_bounds(bias, BY_BITS)
+    return _window_from(lo, hi, finite)
+
+
+@triton.jit
+def _warp_bias_bounds(bias, BY_BITS: tl.constexpr):
+    """``_bias_bounds`` of the bias [32, PER] in the rounds' layout (``_warp_window``'s two ways)."""
     if BY_BITS:
         order = _ordered_int(bias)
         lo = _ordered_int(tl.min(tl.min(order, axis=1), axis=0)).to(tl.float32, bitcast=True)
@@ -1321,7 +1340,7 @@ def _warp_window(bias, BY_BITS: tl.constexpr):
         lo = tl.min(tl.min(bias, axis=1), axis=0)
         hi = tl.max(tl.max(bias, axis=1), axis=0)
         finite = tl.max(tl.max(unusable.to(tl.int32), axis=1), axis=0) == 0
-    return _window_from(lo, hi, finite)
+    return lo, hi, finite
 
 
 @triton.jit(do_not_specialize=["num_rows", "stride_w_row", "stride_w_col", "stride_i_row", "stride_i_col"],
@@ -1640,15 +1659,13 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
                        CHUNK, LOG2_CHUNK, DENSE_OUT)
     elif SCORING == SQRTSOFTPLUS:  # the bias window's keys, CHUNK rounds, the picks certified
         bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
-        unusable = (tl.abs(bias) == float("inf")) | (bias != bias)
-        offset, steps, usable, above = _sqrt_window_from(tl.min(tl.min(bias, axis=1), axis=0),
-                                                         tl.max(tl.max(bias, axis=1), axis=0),
-                                                         tl.max(tl.max(unusable.to(tl.int32), axis=1), axis=0) == 0)
+        lo, hi, finite = _warp_bias_bounds(bias, False)
+        offset, steps, usable, above = _sqrt_window_from(lo, hi, finite)
         done = tl.zeros((), tl.int1)
         if TOPK < CHUNK:  # (the certificate needs more picks than TOPK)
             picks, _unused, _kept = _select_rounds(x, None, expert, exists, bias, offset, steps, None, NUM_GROUPS,
                                                    GROUP_SIZE, TOPK_GROUP, CHUNK, CHUNK, SQRT_WINDOW_KEYS)
-            done = usable & _sqrt_certain_picks(picks, _sqrt_threshold(offset, steps, above), TOPK)
+            done = usable & _gaps_certain(_picks_q(picks, TOPK + 1), _sqrt_threshold(offset, steps, above), TOPK)
             # the picks' scores from their logits, read as the rounds go (scalars, every thread the same address)
             scores = _pick_scores(picks, logits_ptr + row * stride_l_row, row_ok, 0, TOPK, NUM_EXPERTS)
             _store_picks(picks, scores, row, row_ok & done, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
@@ -1657,7 +1674,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
                 listed = scores + _pick_scores(picks, logits_ptr + row * stride_l_row, row_ok, TOPK, CHUNK, NUM_EXPERTS)
                 biases = ()
                 for r in tl.static_range(CHUNK):
-                    pick = ((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32)
+                    pick, _valid = _key_expert(picks[r], SQRT_WINDOW_KEYS)
                     biases = biases + (tl.load(bias_ptr + pick, mask=pick < NUM_EXPERTS, other=0.0).to(tl.float32),)
                 ranked, ranked_scores, certified = _rank_picks(picks, listed, biases, offset, steps, above, TOPK, CHUNK)
                 done = usable & certified
