@@ -43,7 +43,7 @@ batch or the tile, so results stay batch-invariant:
   lower index, whatever the window or the tile): a row is certain when its first K + 1 keys lie more than
   ``3 + (q >> 20)`` steps apart and the K-th lies above the inaccurate scores' bound (``_sqrt_certain``); otherwise
   its listed experts are ranked by exact keys and kept where at least K of them beat what any unlisted expert's key
-  allows (``_certify_sqrt``; ``_rank_picks`` on the rounds tile); otherwise it is redone with exact keys.
+  allows (``_certify_sqrt``, on the rounds tile too); otherwise it is redone with exact keys.
 * **exact keys** (64 bits: ``E > 512``, a non-finite bias entry, a window outside (-4, 4), and the
   redone rows): the order-preserving bits of float32 ``c`` above 20 bits of inverted index, held as a
   float64 (non-negative denormals: float64 compares order them like the integers, on the FP64 pipe
@@ -72,8 +72,9 @@ Small batches (``ROUNDS``: one row on one warp, at most 512 experts, K <= 8, 32-
 tokens, or 3071 for 256 and 512 experts, by the rule) select without lanes' lists: each thread holds 2-16 of the row's experts, sorts their keys in registers, and K rounds
 each take the warp's largest first key with one 32-bit integer reduction (``REDUX`` on sm_80+) and move the
 winner's list up (``_select_rounds``). Same keys, so the same picks and bits as the lane merge. Sqrt-softplus rows
-take CHUNK rounds: the picks past K certify the first K (``_gaps_certain``, ``_rank_picks``), whose weights
-come from their logits read back as the rounds go.
+take CHUNK rounds: the first K + 1 picks certify the first K by their gaps (``_gaps_certain``), all CHUNK of them are the
+list an uncertain row is ranked from (``_certify_sqrt``); the K weights' scores are formed one a lane and handed back by
+one reduction each (``_lane_scores``).
 
 ``GROUP > 1`` adds a filter for long rows: a lane keeps only the best key of each run of ``GROUP``
 consecutive experts (one max per expert) and streams those; the row's top ``CHUNK`` runs hold its top
@@ -1193,14 +1194,21 @@ def _gaps_certain(q, threshold, TOPK: tl.constexpr):
 
 
 @triton.jit
-def _pick_scores(picks, row_ptr, row_ok, FIRST: tl.constexpr, END: tl.constexpr, NUM_EXPERTS: tl.constexpr):
-    """The sqrt-softplus scores (``sqrtsoftplus_scores``) of picks FIRST .. END - 1, their logits read from the row
-    at ``row_ptr`` (scalars, every thread the same address)."""
+def _lane_scores(picks, row_ptr, row_ok, TOPK: tl.constexpr, NUM_EXPERTS: tl.constexpr):
+    """The sqrt-softplus scores (``sqrtsoftplus_scores``) of the first TOPK picks (scalars, the same in every thread)
+    of a row at ``row_ptr``, one a lane: lane r reads pick r's logit and forms its score, and each score comes back
+    to every thread by one 32-bit integer max (``REDUX``; scores are non-negative, so their bits order as they do).
+    One score's instructions a thread instead of TOPK."""
+    lane = tl.arange(0, 32)
+    mine = tl.zeros((32,), tl.uint32)
+    for r in tl.static_range(TOPK):
+        mine = tl.where(lane == r, picks[r], mine)
+    pick, _valid = _key_expert(mine, SQRT_WINDOW_KEYS)
+    x = tl.load(row_ptr + pick, mask=row_ok & (lane < TOPK) & (pick < NUM_EXPERTS), other=0.0)
+    bits = sqrtsoftplus_scores(x.to(tl.float32), lane < TOPK).to(tl.uint32, bitcast=True)
     scores = ()
-    for r in tl.static_range(FIRST, END):
-        pick, _valid = _key_expert(picks[r], SQRT_WINDOW_KEYS)
-        x = tl.load(row_ptr + pick, mask=row_ok & (pick < NUM_EXPERTS), other=0.0)
-        scores = scores + (sqrtsoftplus_scores(x.to(tl.float32), True),)
+    for r in tl.static_range(TOPK):
+        scores = scores + (tl.max(tl.where(lane == r, bits, 0).to(tl.uint32), axis=0).to(tl.float32, bitcast=True),)
     return scores
 
 
@@ -1220,42 +1228,6 @@ def _unlisted_bound(q_last, offset, scale, above):
     (``_certify_sqrt``)."""
     y_last = (q_last | 0x4B000000).to(tl.float32, bitcast=True)  # 2**23 + q
     return tl.maximum((y_last + 2.0 - offset) / scale + SQRT_KEY_ERROR, above)
-
-
-@triton.jit
-def _rank_picks(picks, scores, biases, offset, scale, above, TOPK: tl.constexpr, LISTED: tl.constexpr):
-    """``_certify_sqrt`` on the rounds' LISTED picks (scalars, best first) and their exact scores and bias: the
-    picks ranked by exact c (ties to the lower index) through pairwise ranks, all in scalars; returns the first
-    TOPK experts and scores in that order and whether the ranking is certainly the row's (the same certificate)."""
-    experts = ()
-    choices = ()
-    for r in tl.static_range(LISTED):
-        expert, valid = _key_expert(picks[r], SQRT_WINDOW_KEYS)
-        experts = experts + (expert,)
-        choices = choices + (tl.where(valid, scores[r] + biases[r], float("-inf")),)
-    q_last = (picks[LISTED - 1] >> INDEX_BITS).to(tl.int32)
-    bound = _unlisted_bound(q_last, offset, scale, above)
-    beyond = tl.zeros((), tl.int32)
-    ranks = ()
-    for r in tl.static_range(LISTED):
-        beyond = beyond + (choices[r] > bound).to(tl.int32)
-        rank = tl.zeros((), tl.int32)
-        for j in tl.static_range(LISTED):
-            if j != r:
-                rank = rank + ((choices[j] > choices[r])
-                               | ((choices[j] == choices[r]) & (experts[j] < experts[r]))).to(tl.int32)
-        ranks = ranks + (rank,)
-    ranked = ()
-    ranked_scores = ()
-    for k in tl.static_range(TOPK):
-        expert = tl.zeros((), tl.int32)
-        score = tl.zeros((), tl.float32)
-        for r in tl.static_range(LISTED):
-            expert = tl.where(ranks[r] == k, experts[r], expert)
-            score = tl.where(ranks[r] == k, scores[r], score)
-        ranked = ranked + (expert,)
-        ranked_scores = ranked_scores + (score,)
-    return ranked, ranked_scores, (beyond >= TOPK) & (q_last < Q_CEIL_BITS)
 
 
 @triton.jit
@@ -1565,13 +1537,12 @@ def _store_outputs(weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col
 @triton.jit
 def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col, stride_i_row,
                  stride_i_col, scale, TOPK: tl.constexpr, SCORING: tl.constexpr, RENORMALIZE: tl.constexpr,
-                 CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr, EXPERTS: tl.constexpr = False):
+                 CHUNK: tl.constexpr, DENSE_OUT: tl.constexpr):
     """``_store_row`` for one row whose TOPK picks are all valid (``store``: stores nothing otherwise), from the
     rounds' keys and logits (scalars, the same in every thread) with the same arithmetic as
     ``_store_row`` (``sigmoid_scores``, or exp(x - the first pick's x), and ``finish_weights``' pairwise sum
     over CHUNK slots with 0 past TOPK), so the same bits, without re-reading the logits or a reduction across
-    threads. Straight-line code (no branch): each pick's score is formed while the later rounds run. ``EXPERTS``:
-    ``picks`` holds the experts themselves (int32), not their keys."""
+    threads. Straight-line code (no branch): each pick's score is formed while the later rounds run."""
     slot = tl.arange(0, CHUNK)
     scores = ()
     chosen = tl.zeros((CHUNK,), tl.float32)
@@ -1583,10 +1554,7 @@ def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, padding_ptr, s
             score = values[r]
         scores = scores + (score,)
         chosen = tl.where(slot == r, score, chosen)
-        if EXPERTS:
-            expert = tl.where(slot == r, picks[r], expert)
-        else:
-            expert = tl.where(slot == r, ((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32), expert)
+        expert = tl.where(slot == r, ((picks[r] & INDEX_MASK) ^ INDEX_MASK).to(tl.int32), expert)
     if RENORMALIZE:  # ``tree_sum``'s pairs, over scalars (``tree_sum`` of the [CHUNK] tile would shuffle)
         level = scores
         for _ in tl.static_range(CHUNK - TOPK):
@@ -1661,30 +1629,29 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
         bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
         lo, hi, finite = _warp_bias_bounds(bias, False)
         offset, steps, usable, above = _sqrt_window_from(lo, hi, finite)
-        done = tl.zeros((), tl.int1)
-        if TOPK < CHUNK:  # (the certificate needs more picks than TOPK)
+        certain = tl.zeros((), tl.int1)
+        if TOPK < CHUNK:  # (the certificate needs a pick past the TOPK-th)
+            # CHUNK picks: the first TOPK + 1 certify the row by their gaps; the rest widen the list an uncertain row
+            # is ranked from, so that near ties around the TOPK-th pick are ranked rather than redone
             picks, _unused, _kept = _select_rounds(x, None, expert, exists, bias, offset, steps, None, NUM_GROUPS,
                                                    GROUP_SIZE, TOPK_GROUP, CHUNK, CHUNK, SQRT_WINDOW_KEYS)
-            done = usable & _gaps_certain(_picks_q(picks, TOPK + 1), _sqrt_threshold(offset, steps, above), TOPK)
-            # the picks' scores from their logits, read as the rounds go (scalars, every thread the same address)
-            scores = _pick_scores(picks, logits_ptr + row * stride_l_row, row_ok, 0, TOPK, NUM_EXPERTS)
-            _store_picks(picks, scores, row, row_ok & done, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
+            certain = usable & _gaps_certain(_picks_q(picks, TOPK + 1), _sqrt_threshold(offset, steps, above), TOPK)
+            scores = _lane_scores(picks, logits_ptr + row * stride_l_row, row_ok, TOPK, NUM_EXPERTS)
+            _store_picks(picks, scores, row, row_ok & certain, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
                          stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, CHUNK, DENSE_OUT)
-            if done.to(tl.int32) == 0:  # the picks ranked by exact c (scalars), where certain
-                listed = scores + _pick_scores(picks, logits_ptr + row * stride_l_row, row_ok, TOPK, CHUNK, NUM_EXPERTS)
-                biases = ()
-                for r in tl.static_range(CHUNK):
-                    pick, _valid = _key_expert(picks[r], SQRT_WINDOW_KEYS)
-                    biases = biases + (tl.load(bias_ptr + pick, mask=pick < NUM_EXPERTS, other=0.0).to(tl.float32),)
-                ranked, ranked_scores, certified = _rank_picks(picks, listed, biases, offset, steps, above, TOPK, CHUNK)
-                done = usable & certified
-                _store_picks(ranked, ranked_scores, row, row_ok & done, weights_ptr, ids_ptr, padding_ptr,
-                             stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE,
-                             CHUNK, DENSE_OUT, True)
-        if done.to(tl.int32) == 0:  # exact keys
-            chosen, valid, _floored = _select(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, 0.0, 1.0, None,
-                                              NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, SQRTSOFTPLUS_KEYS,
-                                              PREFETCH, WORDS)
+        if certain.to(tl.int32) == 0:
+            chosen = tl.zeros((1, CHUNK), tl.int32)
+            valid = tl.zeros((1, CHUNK), tl.int1)
+            certified = tl.zeros((), tl.int1)
+            if TOPK < CHUNK:  # the listed picks ranked by exact keys, where that is certain
+                chosen, valid, uncertified = _certify_sqrt(_picks_keys(picks, CHUNK, CHUNK), logits_ptr, bias_ptr,
+                                                           rows64, rows_ok, stride_l_row, offset, steps, above, TOPK,
+                                                           CHUNK)
+                certified = usable & (tl.max(uncertified.to(tl.int32), axis=0) == 0)
+            if certified.to(tl.int32) == 0:  # exact keys
+                chosen, valid, _floored = _select(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, 0.0, 1.0, None,
+                                                  NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, SQRTSOFTPLUS_KEYS,
+                                                  PREFETCH, WORDS)
             _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, padding_ptr,
                        stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE,
                        NUM_EXPERTS, 1, CHUNK, LOG2_CHUNK, DENSE_OUT)

@@ -373,6 +373,12 @@ SWITCHES: tuple[Switch, ...] = (
                 or (f.tclass == HUGE_64K and ((f.lanes(2) and f.flat) or (f.lanes(1) and f.c["ONE_PASS"])))),
            "the rows the window settles stored before the exact redo: four lanes from 4096 tokens, and the flat "
            "two-lane and grouped one-pass lane-per-row tiles from 65536 tokens"),
+    Switch("PREFETCH", True, lambda f: f.call.scoring == SQRTSOFTPLUS and f.tile == _4x4 and f.tclass == LARGE,
+           "step-ahead loads for sqrt-softplus rows on the four-lane 4-row tile at 4096-12287 tokens"),
+    Switch("STORE_FIRST", True, lambda f: f.call.scoring == SQRTSOFTPLUS and f.lanes(2) and f.tclass == HUGE,
+           "sqrt-softplus rows on the two-lane tile at 16384-32767 tokens: the rows the keys settle stored first"),
+    Switch("PREFETCH", True, lambda f: f.call.scoring == SQRTSOFTPLUS and f.lanes(2) and f.tclass == HUGE,
+           "step-ahead loads for sqrt-softplus rows on the two-lane tile at 16384-32767 tokens"),
     Switch("ROUNDS", True, lambda f: (f.tclass == LATENCY or (f.tclass == SMALL and f.experts >= 128))
            and rounds_ok(f.call, f.c["ROWS"], f.warps, f.float32_logits, f.biased),
            "selection by K warp-wide max reductions at decode sizes, and on the SMALL class's one-row tiles"),
@@ -422,8 +428,13 @@ ROCM_GROUPED = "two passes; the 4096 class's tile for 12288, the 16384 class's f
 
 
 def _tile(call: RoutingCall, tclass: int, wide_loads: bool) -> tuple[str, Tile]:
-    """The ``TILES`` entry of a call: its name and its Tile."""
+    """The ``TILES`` entry of a call: its name and its Tile. Sqrt-softplus rows of up to 256 experts (three MUFU
+    approximations a key, against sigmoid's two) take the four-lane tile of 4 rows a program at 4096-12287 tokens,
+    where they measured faster than on the 8-row one (384 experts: faster at 4096 tokens, slower at 8192;
+    docs/kernel-design-log.md)."""
     name = TILES[row_shape(call, tclass)][tclass]
+    if call.scoring == SQRTSOFTPLUS and call.experts <= 256 and name == _4L and tclass == LARGE:
+        name = _4x4
     return name, TILE_SHAPES[name](call, wide_loads)
 
 
