@@ -329,6 +329,11 @@ def _tile_steps_ahead(f: Facts) -> bool:
             or (e <= 256 and t in (MEDIUM, MEDIUM_3K, LARGE, LARGE_12K) and f.flat))
 
 
+def _sqrt_two_lanes_huge(f: Facts) -> bool:
+    """Sqrt-softplus rows on the two-lane tile at 16384-32767 tokens (stored first, with step-ahead loads)."""
+    return f.call.scoring == SQRTSOFTPLUS and f.lanes(2) and f.tclass == HUGE
+
+
 SWITCHES: tuple[Switch, ...] = (
     Switch("PREFETCH", True, _tile_steps_ahead,
            "step-ahead loads: decode sizes, short rows, rows over 256 experts below 16384 tokens, and rows of "
@@ -375,9 +380,9 @@ SWITCHES: tuple[Switch, ...] = (
            "two-lane and grouped one-pass lane-per-row tiles from 65536 tokens"),
     Switch("PREFETCH", True, lambda f: f.call.scoring == SQRTSOFTPLUS and f.tile == _4x4 and f.tclass == LARGE,
            "step-ahead loads for sqrt-softplus rows on the four-lane 4-row tile at 4096-12287 tokens"),
-    Switch("STORE_FIRST", True, lambda f: f.call.scoring == SQRTSOFTPLUS and f.lanes(2) and f.tclass == HUGE,
+    Switch("STORE_FIRST", True, lambda f: _sqrt_two_lanes_huge(f),
            "sqrt-softplus rows on the two-lane tile at 16384-32767 tokens: the rows the keys settle stored first"),
-    Switch("PREFETCH", True, lambda f: f.call.scoring == SQRTSOFTPLUS and f.lanes(2) and f.tclass == HUGE,
+    Switch("PREFETCH", True, lambda f: _sqrt_two_lanes_huge(f),
            "step-ahead loads for sqrt-softplus rows on the two-lane tile at 16384-32767 tokens"),
     Switch("ROUNDS", True, lambda f: (f.tclass == LATENCY or (f.tclass == SMALL and f.experts >= 128))
            and rounds_ok(f.call, f.c["ROWS"], f.warps, f.float32_logits, f.biased),
