@@ -243,14 +243,17 @@ TILE_SHAPES: dict[str, Callable[[RoutingCall, bool], Tile]] = {
 
 def row_shape(call: RoutingCall, tclass: int) -> str:
     """The row-shape class of ``TILES``. More than 16 groups and lists of 32 keys (K > 16) have tiles of their
-    own from the MEDIUM class on; below it, and otherwise, rows are classed by their length."""
+    own from the MEDIUM class on; below it, and otherwise, rows are classed by their length (sqrt-softplus rows of
+    128-256 experts in a row of their own)."""
     if tclass >= MEDIUM and call.num_groups > 16:
         return "more than 16 groups"
     if tclass >= MEDIUM and bitonic_chunk(call) > 16:
         return "K > 16"
     if call.experts < 128:
         return "E < 128"
-    return "E 128-256" if call.experts <= 256 else "E > 256"
+    if call.experts <= 256:
+        return "sqrt-softplus E 128-256" if call.scoring == SQRTSOFTPLUS else "E 128-256"
+    return "E > 256"
 
 
 _R, _1R, _2R, _8R, _128 = "row", "one row", "two rows", "eight rows", "lane a row, 128 rows"
@@ -264,6 +267,9 @@ _32, _G = "lists of 32", "many groups"
 TILES = {
     "E < 128":             (_R, _2R,  _8R,   _8R,     _8R,  _8R,     _128,  _128,   _128,   _128),
     "E 128-256":           (_R, _1R,  _4x4,  _4x4,    _4L,  _4L,     _2or1, _2or1F, _2or1F, _1L),
+    # three MUFU approximations a key against sigmoid's two: 4 rows a program measured faster at 4096-12287 tokens
+    # (384 experts: faster at 4096 tokens, slower at 8192, so "E > 256" holds them; docs/kernel-design-log.md)
+    "sqrt-softplus E 128-256": (_R, _1R, _4x4, _4x4,  _4x4, _4L,     _2or1, _2or1F, _2or1F, _1L),
     "E > 256":             (_R, _1R,  _4x4,  _4x4,    _4L,  _4L,     _4L,   _2or4,  _2or4,  _2or4),
     "K > 16":              (None, None, _32, _32,     _32,  _32,     _32,   _32,    _32,    _32),
     "more than 16 groups": (None, None, _G,  _G,      _G,   _G,      _G,    _G,     _G,     _G),
@@ -433,13 +439,8 @@ ROCM_GROUPED = "two passes; the 4096 class's tile for 12288, the 16384 class's f
 
 
 def _tile(call: RoutingCall, tclass: int, wide_loads: bool) -> tuple[str, Tile]:
-    """The ``TILES`` entry of a call: its name and its Tile. Sqrt-softplus rows of up to 256 experts (three MUFU
-    approximations a key, against sigmoid's two) take the four-lane tile of 4 rows a program at 4096-12287 tokens,
-    where they measured faster than on the 8-row one (384 experts: faster at 4096 tokens, slower at 8192;
-    docs/kernel-design-log.md)."""
+    """The ``TILES`` entry of a call: its name and its Tile."""
     name = TILES[row_shape(call, tclass)][tclass]
-    if call.scoring == SQRTSOFTPLUS and call.experts <= 256 and name == _4L and tclass == LARGE:
-        name = _4x4
     return name, TILE_SHAPES[name](call, wide_loads)
 
 
