@@ -102,6 +102,54 @@ def test_sqrt_window_keys_certify_or_rank_exactly(experts):
     route_and_check(logits, 6, correction_bias=bias, **V4)
 
 
+def one_close_pair_rows(experts, swapped_first):
+    """Rows whose top eight experts lie 8e-3 apart in c but for one adjacent pair 3 float32 steps apart in the
+    logit near 9 (c 5e-7 apart: within a key step or two), the pair at place j = row % 6 of the top six (place 5:
+    the pair decides which of the 6th and 7th is chosen); ``swapped_first``: the higher index of the pair has the
+    larger logit (the keys' index order within a step is then the wrong one). A constant bias of 0.01."""
+    logits = random_logits(14 * TOKEN_SCALE, experts, torch.float32, seed=experts + 9)
+    for row in range(12):
+        place = row % 6
+        for p in range(8):
+            logits[row, 10 + 30 * p] = 9.0 - 0.05 * p
+        pair = 11 + 30 * place  # beside the place's own expert: 10 + 30 * place and this one
+        low, high = (pair - 1, pair) if swapped_first else (pair, pair - 1)
+        value = logits[row, 10 + 30 * place].clone()
+        logits[row, low] = value
+        for _ in range(3):
+            value = torch.nextafter(value, torch.tensor(INF, device=DEVICE))
+        logits[row, high] = value
+    return logits
+
+
+@pytest.mark.parametrize("swapped_first", [True, False], ids=["higher-index-first", "lower-index-first"])
+@pytest.mark.parametrize("experts", [256, 384])
+def test_sqrt_window_keys_settle_one_close_pair_by_its_exact_order(experts, swapped_first):
+    """One close pair at each of the top six places (``one_close_pair_rows``): the ids are the reference's exact
+    float32 order on every plan (the pair in the order of its exact c, the pair at the 6th place decides between
+    the 6th and 7th experts), and the other experts keep theirs. Rows 12 and 13: the 6th, 7th and 8th experts one
+    float32 step of the logit apart, which one pair's exact order cannot settle (left to the exact ranking)."""
+    logits = one_close_pair_rows(experts, swapped_first)
+    for row, order in ((12, [1, 2, 3]), (13, [3, 2, 1])):
+        logits[row, 10:160:30] = 9.0 - 0.05 * torch.arange(5, device=DEVICE)
+        logits[row, 160:163] = 8.75
+        for expert, steps in zip(range(160, 163), order):
+            for _ in range(steps):
+                logits[row, expert] = torch.nextafter(logits[row, expert], torch.tensor(INF, device=DEVICE))
+    bias = torch.full((experts,), 0.01, device=DEVICE)
+    results = route_every_plan(logits, 6, correction_bias=bias, **V4)
+    assert_plans_agree(results)
+    _, _, ids = next(iter(results.values()))
+    _, expected = reference.route(logits[:14].cpu(), 6, correction_bias=bias.cpu(), **V4)
+    assert torch.equal(ids[:14].cpu(), expected.to(ids.dtype))
+    assert ids[12, 5].item() == 162 and ids[13, 5].item() == 160
+    for row in range(12):
+        place = row % 6
+        first = 11 + 30 * place if swapped_first else 10 + 30 * place
+        assert ids[row, place].item() == first, row
+    route_and_check(logits, 6, correction_bias=bias, **V4)
+
+
 def test_sqrt_window_keys_of_inaccurate_scores_are_not_trusted():
     """Keys of logits below -3 carry the score's absolute error (1 + e loses e's bits): at x = -16 and -16.5 the keys'
     scores are alike (3.45e-4) where the scores are 3.35e-4 and 2.61e-4. Row 0 alternates the two along a bias

@@ -72,9 +72,10 @@ Small batches (``ROUNDS``: one row on one warp, at most 512 experts, K <= 8, 32-
 tokens, or 3071 for 256 and 512 experts, by the rule) select without lanes' lists: each thread holds 2-16 of the row's experts, sorts their keys in registers, and K rounds
 each take the warp's largest first key with one 32-bit integer reduction (``REDUX`` on sm_80+) and move the
 winner's list up (``_select_rounds``). Same keys, so the same picks and bits as the lane merge. Sqrt-softplus rows
-take CHUNK rounds: the first K + 1 picks certify the first K by their gaps (``_gaps_certain``), all CHUNK of them are the
-list an uncertain row is ranked from (``_certify_sqrt``); the K weights' scores are formed one a lane and handed back by
-one reduction each (``_lane_scores``).
+take CHUNK rounds: the first K + 1 picks certify the first K by their gaps (``_gaps_certain``); a row whose gaps leave
+one adjacent pair in doubt is settled by that pair's two exact c (``_swap_close_pair``), and any other uncertain row is
+ranked from all CHUNK picks (``_certify_sqrt``); the K weights' scores are formed one a lane and handed back by one
+reduction each (``_lane_scores``).
 
 ``GROUP > 1`` adds a filter for long rows: a lane keeps only the best key of each run of ``GROUP``
 consecutive experts (one max per expert) and streams those; the row's top ``CHUNK`` runs hold its top
@@ -1189,7 +1190,7 @@ def _gaps_certain(q, threshold, TOPK: tl.constexpr):
     picks (``_picks_q``)."""
     certain = q[TOPK - 1] > threshold
     for i in tl.static_range(TOPK):
-        certain = certain & (q[i] - q[i + 1] > (q[i] >> SQRT_GAP_SHIFT) + SQRT_GAP)  # (tensor first: Triton 3.8)
+        certain = certain & _gap_apart(q[i], q[i + 1])
     return certain
 
 
@@ -1210,6 +1211,69 @@ def _lane_scores(picks, row_ptr, row_ok, TOPK: tl.constexpr, NUM_EXPERTS: tl.con
     for r in tl.static_range(TOPK):
         scores = scores + (tl.max(tl.where(lane == r, bits, 0).to(tl.uint32), axis=0).to(tl.float32, bitcast=True),)
     return scores
+
+
+@triton.jit
+def _gap_apart(upper, lower):
+    """``_sqrt_certain``'s gap test between two keys' q-steps (int32): whether ``upper`` lies more than
+    3 + (upper >> 20) steps above ``lower``, so that the first key's exact c beats the second's (and every c
+    whose key is at most the second)."""
+    return upper - lower > (upper >> SQRT_GAP_SHIFT) + SQRT_GAP  # (tensor first: Triton 3.8)
+
+
+@triton.jit
+def _pick(values, index):
+    """``values[index]`` of a tuple of scalars, ``index`` a scalar: a chain of selects."""
+    chosen = values[0]
+    for i in tl.static_range(1, len(values)):
+        chosen = tl.where(index == i, values[i], chosen)
+    return chosen
+
+
+@triton.jit
+def _swap_close_pair(picks, scores, row_ptr, bias_ptr, row_ok, threshold, usable, TOPK: tl.constexpr):
+    """Rows the gap test leaves (``_gaps_certain``) because of one close pair of picks, ranked by the two picks' exact
+    c alone. Where the first TOPK + 1 picks' keys are apart but for one adjacent pair (j, j + 1), every other pair is
+    in its exact order, and so is each pick against the one two places down once tested (``_gap_apart``, the one
+    between j and j + 2); the pair's own order is then that of their exact c = s + b (float32, ties to the lower
+    index). Where the pair is the TOPK-th and the next pick, that next pick must also be apart from the one after it
+    and lie above ``threshold``, so that whichever of the two wins beats every unlisted expert (``_sqrt_certain``).
+
+    Returns (keys, scores, settled): the TOPK picks in their exact order with their scores (``scores``: those of
+    picks 0..TOPK - 1, from ``_lane_scores``; pick TOPK's formed here from its logit at ``row_ptr``), and whether
+    the row is settled so."""
+    tl.static_assert(TOPK + 2 <= len(picks))
+    q = _picks_q(picks, TOPK + 2)
+    close = tl.zeros((), tl.int32)
+    j = tl.zeros((), tl.int32)
+    for i in tl.static_range(TOPK):
+        near = ~_gap_apart(q[i], q[i + 1])
+        close += near.to(tl.int32)
+        j = tl.where(near, i, j)
+    upper = _pick(q, j)
+    two_down = _pick(q, j + 2)
+    settled = usable & (close == 1) & (q[TOPK - 1] > threshold) & _gap_apart(upper, two_down)
+    last = j == TOPK - 1  # the pair decides which of picks TOPK - 1 and TOPK is chosen
+    settled = settled & (~last | (_gap_apart(q[TOPK], q[TOPK + 1]) & (q[TOPK] > threshold)))
+    next_expert, next_valid = _key_expert(picks[TOPK], SQRT_WINDOW_KEYS)
+    next_x = tl.load(row_ptr + next_expert, mask=row_ok & settled & last, other=0.0).to(tl.float32)
+    all_scores = scores + (sqrtsoftplus_scores(next_x, next_valid),)
+    first_key = _pick(picks, j)
+    second_key = _pick(picks, j + 1)
+    first, _valid = _key_expert(first_key, SQRT_WINDOW_KEYS)
+    second, _valid = _key_expert(second_key, SQRT_WINDOW_KEYS)
+    first_score = _pick(all_scores, j)
+    second_score = _pick(all_scores, j + 1)
+    first_c = first_score + tl.load(bias_ptr + first, mask=settled, other=0.0).to(tl.float32)
+    second_c = second_score + tl.load(bias_ptr + second, mask=settled, other=0.0).to(tl.float32)
+    swap = (second_c > first_c) | ((second_c == first_c) & (second < first))
+    keys = ()
+    ranked = ()
+    for r in tl.static_range(TOPK):
+        keys = keys + (tl.where(swap & (j == r), second_key, tl.where(swap & (j + 1 == r), first_key, picks[r])),)
+        ranked = ranked + (tl.where(swap & (j == r), second_score,
+                                    tl.where(swap & (j + 1 == r), first_score, scores[r])),)
+    return keys, ranked, settled
 
 
 @triton.jit
@@ -1289,8 +1353,9 @@ def _warp_window(bias, BY_BITS: tl.constexpr):
     and a third reduction for non-finite entries. Non-finite entries need no test of their own: an infinity or a
     NaN ends up as the smallest or the largest (a NaN's bits order it beyond the infinity of its sign), and neither
     then compares as finite. Its two conversions per entry cost more than the shuffles save on rows of 8 or 16
-    experts a thread (docs/kernel-design-log.md), so the rule's caller takes it for shorter rows and for grouped rows
-    ranked in the tile only; otherwise float reductions as in ``_window``.
+    experts a thread of sigmoid rows (docs/kernel-design-log.md), so the rule's caller takes it there for shorter rows
+    and for grouped rows ranked in the tile only; otherwise float reductions as in ``_window``. Sqrt-softplus rows
+    take it at every length (``_route_in_rounds``).
 
     Both give ``_window``'s (offset, steps, usable): min and max are exact, and where they could differ, -0
     against +0, ``_window_from`` gives the same bits (``top`` = hi + 1; a ``lowest`` of +-0 gives ``offset``
@@ -1587,7 +1652,9 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
     shared-memory round trip before the stores; fewer steps on the row's chain, more instructions per row (the
     rule keeps it where measured faster). Otherwise, and for the rows ``_store_picks`` leaves, the window's
     picks with their logits re-read (``_store_row``); rows with a pick under the window or invalid, and rows
-    whose bias window is unusable, take the streaming path's exact keys."""
+    whose bias window is unusable, take the streaming path's exact keys. Sqrt-softplus rows: the certain ones
+    stored from the picks and their lane-formed scores, then one close pair settled by its exact c
+    (``_swap_close_pair``), then the picks ranked by exact keys (``_certify_sqrt``), then exact keys."""
     tl.static_assert(BLOCK_EXPERTS <= WINDOW_EXPERTS)
     PER: tl.constexpr = BLOCK_EXPERTS // 32
     row = tl.program_id(0).to(tl.int64)
@@ -1627,7 +1694,9 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
                        CHUNK, LOG2_CHUNK, DENSE_OUT)
     elif SCORING == SQRTSOFTPLUS:  # the bias window's keys, CHUNK rounds, the picks certified
         bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
-        lo, hi, finite = _warp_bias_bounds(bias, False)
+        # by REDUX: ptxas schedules the bias maximum (for ``above``) just before the gap test, where five float
+        # shuffles would sit on the row's chain (static SASS, sm_90)
+        lo, hi, finite = _warp_bias_bounds(bias, True)
         offset, steps, usable, above = _sqrt_window_from(lo, hi, finite)
         certain = tl.zeros((), tl.int1)
         if TOPK < CHUNK:  # (the certificate needs a pick past the TOPK-th)
@@ -1635,10 +1704,18 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
             # is ranked from, so that near ties around the TOPK-th pick are ranked rather than redone
             picks, _unused, _kept = _select_rounds(x, None, expert, exists, bias, offset, steps, None, NUM_GROUPS,
                                                    GROUP_SIZE, TOPK_GROUP, CHUNK, CHUNK, SQRT_WINDOW_KEYS)
-            certain = usable & _gaps_certain(_picks_q(picks, TOPK + 1), _sqrt_threshold(offset, steps, above), TOPK)
+            threshold = _sqrt_threshold(offset, steps, above)
+            certain = usable & _gaps_certain(_picks_q(picks, TOPK + 1), threshold, TOPK)
             scores = _lane_scores(picks, logits_ptr + row * stride_l_row, row_ok, TOPK, NUM_EXPERTS)
             _store_picks(picks, scores, row, row_ok & certain, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
                          stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, CHUNK, DENSE_OUT)
+            if TOPK + 2 <= CHUNK:  # one close pair: ranked by its two exact c
+                if certain.to(tl.int32) == 0:
+                    keys, ranked, certain = _swap_close_pair(picks, scores, logits_ptr + row * stride_l_row,
+                                                             bias_ptr, row_ok, threshold, usable, TOPK)
+                    _store_picks(keys, ranked, row, row_ok & certain, weights_ptr, ids_ptr, padding_ptr,
+                                 stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING,
+                                 RENORMALIZE, CHUNK, DENSE_OUT)
         if certain.to(tl.int32) == 0:
             chosen = tl.zeros((1, CHUNK), tl.int32)
             valid = tl.zeros((1, CHUNK), tl.int1)
