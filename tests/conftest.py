@@ -5,6 +5,8 @@ must be set before Triton is first imported, so it is set here, at collection ti
 """
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -96,6 +98,15 @@ def route_and_check(logits, topk, **kwargs):
     _TOTALS["near_tie_rows"] += verdict.near_tie_rows
     _TOTALS["near_tie_differing"] += verdict.near_tie_differing
     return verdict
+
+
+def run_without_interpreter(program: str, cache_dir) -> subprocess.CompletedProcess:
+    """Run ``program`` in a fresh Python process without Triton's interpreter (so that Triton compiles for real, for a
+    named target), with Triton's cache in ``cache_dir``."""
+    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    environment["TRITON_CACHE_DIR"] = str(cache_dir)
+    return subprocess.run([sys.executable, "-c", program], env=environment, capture_output=True, text=True,
+                          timeout=600)
 
 
 def random_logits(tokens, experts, dtype=torch.float32, seed=0, scale=2.0, device=DEVICE):

@@ -2,13 +2,12 @@
 gfx942 compile (in a process without Triton's interpreter). CI runs the whole check: ``moe-routing compile-check``."""
 
 import os
-import subprocess
-import sys
 import types
 
 import pytest
 import torch
 
+from conftest import run_without_interpreter
 from moe_routing.call import check_call
 from moe_routing.kernels import targets
 from moe_routing.kernels.rules import CLASS_NAMES, all_plans, choose_plan
@@ -82,10 +81,7 @@ def test_one_plan_compiles_for_gfx942_without_spills(tmp_path):
         "rows = [r for r in run_compile_check(('gfx942',), ('moonlight',), (torch.bfloat16,), 2) "
         "if r['tokens'] == '>= 1' and r['layout'] == 'aligned']\n"
         "print(rows[0]['ok'], rows[0]['vgprs'], rows[0]['vgpr spills'])\n")
-    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    environment["TRITON_CACHE_DIR"] = str(tmp_path)
-    done = subprocess.run([sys.executable, "-c", program], env=environment, capture_output=True, text=True,
-                          timeout=600)
+    done = run_without_interpreter(program, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     ok, vgprs, spills = done.stdout.split()
     assert ok == "yes" and int(vgprs) > 0 and spills == "0"

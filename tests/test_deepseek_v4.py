@@ -7,7 +7,7 @@ import torch
 
 import moe_routing
 from conftest import (DEVICE, TOKEN_SCALE, assert_plans_agree, poisoned_out, random_bias, random_logits,
-                      route_and_check, route_every_plan)
+                      route_and_check, route_every_plan, run_without_interpreter)
 from moe_routing import reference
 from moe_routing.call import SQRTSOFTPLUS, check_call
 from moe_routing.reference import evaluate, evaluate_hash
@@ -127,14 +127,16 @@ def one_close_pair_rows(experts, swapped_first):
 def test_sqrt_window_keys_settle_one_close_pair_by_its_exact_order(experts, swapped_first):
     """One close pair at each of the top six places (``one_close_pair_rows``): the ids are the reference's exact
     float32 order on every plan (the pair in the order of its exact c, the pair at the 6th place decides between
-    the 6th and 7th experts), and the other experts keep theirs. Rows 12 and 13: the 6th, 7th and 8th experts one
-    float32 step of the logit apart, which one pair's exact order cannot settle (left to the exact ranking)."""
+    the 6th and 7th experts), and the other experts keep theirs. Rows 12 and 13: the 6th, 7th and 8th experts 12
+    float32 steps of the logit apart (c 2e-6 apart: two adjacent pairs the keys' gaps cannot order, which one pair's
+    exact order cannot settle, left to the exact ranking; far enough apart that the GPU's float32 c, formed from the
+    hardware's approximations, orders them as the reference's does, where one step apart it may not)."""
     logits = one_close_pair_rows(experts, swapped_first)
     for row, order in ((12, [1, 2, 3]), (13, [3, 2, 1])):
         logits[row, 10:160:30] = 9.0 - 0.05 * torch.arange(5, device=DEVICE)
         logits[row, 160:163] = 8.75
         for expert, steps in zip(range(160, 163), order):
-            for _ in range(steps):
+            for _ in range(12 * steps):
                 logits[row, expert] = torch.nextafter(logits[row, expert], torch.tensor(INF, device=DEVICE))
     bias = torch.full((experts,), 0.01, device=DEVICE)
     results = route_every_plan(logits, 6, correction_bias=bias, **V4)
@@ -382,3 +384,28 @@ def test_a_table_is_checked_again_after_an_in_place_change():
     table[0, 1] = 8
     with pytest.raises(ValueError, match="tid2eid"):
         moe_routing.route_hash(logits, input_ids, table)
+
+
+def test_sqrtsoftplus_plans_whose_top_k_fills_the_list_compile_for_nvidia(tmp_path):
+    """K equal to the list length (8 of 256 on the streaming tiles, 32 of 1024) takes exact keys, but Triton compiles
+    the window-key branch such rows never enter all the same: it must compile for sm_90 (the window certificate reads
+    a pick past the K-th, which such lists do not hold). A real compile on this machine, in a process without
+    Triton's interpreter (which does not reach that branch)."""
+    program = (
+        "import torch\n"
+        "from moe_routing.call import check_call\n"
+        "from moe_routing.kernels.launch import triton_arguments\n"
+        "from moe_routing.kernels.rules import choose_plan, token_class, tensor_traits\n"
+        "from moe_routing.kernels.targets import TARGETS, compile_plan\n"
+        "for experts, topk, tokens in ((256, 8, 2048), (1024, 32, 1)):\n"
+        "    logits, bias = torch.zeros(tokens, experts), torch.zeros(experts)\n"
+        "    weights, ids = torch.empty(tokens, topk), torch.empty(tokens, topk, dtype=torch.int32)\n"
+        "    call = check_call(logits, topk, 'sqrtsoftplus', bias, 1, 1, True, 1.5, None)\n"
+        "    plan = choose_plan(call, token_class(tokens), **tensor_traits(logits, bias), rocm=False)\n"
+        "    assert not plan.constexprs['ROUNDS'] and plan.constexprs['CHUNK'] == topk, plan\n"
+        "    args, kwargs = triton_arguments(plan, call, logits, bias, weights, ids)\n"
+        "    compile_plan(plan.kernel, TARGETS['sm_90'], args, kwargs)\n"
+        "print('compiled')\n")
+    done = run_without_interpreter(program, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["compiled"]

@@ -1486,7 +1486,10 @@ def _route_streaming(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
     BY_LOGIT: tl.constexpr = SCORING == SOFTMAX or (bias_ptr is None and TOPK_GROUP >= NUM_GROUPS
                                                    and (SCORING == SQRTSOFTPLUS or NUM_EXPERTS > WINDOW_EXPERTS))
     EXACT: tl.constexpr = SQRTSOFTPLUS_KEYS if SCORING == SQRTSOFTPLUS else EXACT_KEYS
-    WINDOW: tl.constexpr = SQRT_WINDOW_KEYS if SCORING == SQRTSOFTPLUS else WINDOW_KEYS
+    # (sqrt-softplus window keys need lists longer than TOPK: at TOPK = CHUNK exact keys, in the branch ``usable`` never
+    # takes, which Triton compiles all the same)
+    WINDOW: tl.constexpr = (WINDOW_KEYS if SCORING != SQRTSOFTPLUS else
+                            SQRT_WINDOW_KEYS if TOPK < CHUNK else SQRTSOFTPLUS_KEYS)
     offset, steps, usable, above = 0.0, 1.0, False, 0.0
     if NUM_EXPERTS <= WINDOW_EXPERTS and not BY_LOGIT and SCORING == SIGMOID:
         offset, steps, usable = _window(bias_ptr, NUM_EXPERTS, BLOCK_EXPERTS)
