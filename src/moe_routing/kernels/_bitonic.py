@@ -72,10 +72,10 @@ Small batches (``ROUNDS``: one row on one warp, at most 512 experts, K <= 8, 32-
 tokens, or 3071 for 256 and 512 experts, by the rule) select without lanes' lists: each thread holds 2-16 of the row's experts, sorts their keys in registers, and K rounds
 each take the warp's largest first key with one 32-bit integer reduction (``REDUX`` on sm_80+) and move the
 winner's list up (``_select_rounds``). Same keys, so the same picks and bits as the lane merge. Sqrt-softplus rows
-take CHUNK rounds: the first K + 1 picks certify the first K by their gaps (``_gaps_certain``); a row whose gaps leave
-one adjacent pair in doubt is settled by that pair's two exact c (``_swap_close_pair``), and any other uncertain row is
-ranked from all CHUNK picks (``_certify_sqrt``); the K weights' scores are formed one a lane and handed back by one
-reduction each (``_lane_scores``).
+take K + 1 rounds: those picks certify the first K by their gaps (``_gaps_certain``); an uncertain row takes the rest
+of the CHUNK rounds, and one whose gaps leave one adjacent pair in doubt is settled by that pair's two exact c
+(``_swap_close_pair``), any other ranked from all CHUNK picks (``_certify_sqrt``); the K weights' scores are formed
+one a lane and handed back by one reduction each (``_lane_scores``).
 
 ``GROUP > 1`` adds a filter for long rows: a lane keeps only the best key of each run of ``GROUP``
 consecutive experts (one max per expert) and streams those; the row's top ``CHUNK`` runs hold its top
@@ -749,15 +749,8 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
                                        TOPK_GROUP)
     else:
         keys = _keys(x, bias, expert, present, offset, scale, KEYS, True)
-    if PER >= 8 and CHUNK == 8 and PER <= 16:  # sorts of 8 by Batcher's network; 16 keys: two, merged
-        keys = _merge_lanes(_sort_descending(tl.reshape(keys, (32, PER // 8, 8)), True), True)
-    elif PER > CHUNK:  # a thread's top CHUNK: sorts of CHUNK keys and merges (a thread gives at most TOPK picks)
-        keys = tl.topk(keys, CHUNK, dim=1)
-    elif PER > 1:
-        keys = tl.sort(keys, dim=1, descending=True)
     LISTED: tl.constexpr = min(PER, CHUNK)
-    KEEP: tl.constexpr = min(LISTED, TOPK)
-    lists = _columns(keys, LISTED)
+    lists = _thread_lists(keys, CHUNK)
     if IN_TILE:  # a thread's experts are in one group: an eliminated group's lists become 0 (still sorted)
         dropped = ()
         for j in tl.static_range(LISTED):
@@ -770,22 +763,64 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
     picks = ()
     picked = ()
     for r in tl.static_range(TOPK):
-        head = lists[0]
-        top = tl.max(head, axis=0)  # REDUX.MAX
-        won = head == top
-        picks = picks + (top,)
         if values is not None:  # the winner's value, off the rounds' chain: its head's column (the key's low
             # index bits), then one more REDUX of it where the thread won (keys are unique but for 0, which only
             # rows with invalid picks pick)
-            mine = _pick_column(value_bits, (head ^ INDEX_MASK) & (PER - 1), PER)
-            picked = picked + (tl.max(tl.where(won, mine, 0).to(tl.uint32), axis=0).to(tl.float32, bitcast=True),)
-        moved = ()
-        for j in tl.static_range(KEEP - 1):
-            moved = moved + (tl.where(won, lists[j + 1], lists[j]),)
-        lists = moved + (tl.where(won, 0, lists[KEEP - 1]).to(tl.uint32),)
+            mine = _pick_column(value_bits, (lists[0] ^ INDEX_MASK) & (PER - 1), PER)
+        top, won, lists = _round(lists)
+        picks = picks + (top,)
+        if values is not None:
+            picked = picked + (_handed(won, mine),)
     if not IN_TILE:  # a placeholder (compiled Triton returns no None): the caller keeps its own ``kept``
         kept = tl.zeros((1,), tl.int32)
     return picks, picked, kept
+
+
+@triton.jit
+def _thread_lists(keys, CHUNK: tl.constexpr):
+    """Each thread's keys [32, PER] sorted descending, as a tuple of its first min(PER, CHUNK) columns [32] (a thread
+    gives at most CHUNK picks): sorts of 8 by Batcher's network (16 keys: two, merged), else sorts or top-CHUNK."""
+    PER: tl.constexpr = keys.shape[1]
+    if PER >= 8 and CHUNK == 8 and PER <= 16:
+        keys = _merge_lanes(_sort_descending(tl.reshape(keys, (32, PER // 8, 8)), True), True)
+    elif PER > CHUNK:
+        keys = tl.topk(keys, CHUNK, dim=1)
+    elif PER > 1:
+        keys = tl.sort(keys, dim=1, descending=True)
+    return _columns(keys, min(PER, CHUNK))
+
+
+@triton.jit
+def _round(lists):
+    """One round of ``_select_rounds``: the warp's largest head key (one ``REDUX``), whether this thread's head is
+    it, and the lists with the winner's moved up one (a list entry no later round can reach is dead code)."""
+    head = lists[0]
+    top = tl.max(head, axis=0)  # REDUX.MAX
+    won = head == top
+    moved = ()
+    for j in tl.static_range(len(lists) - 1):
+        moved = moved + (tl.where(won, lists[j + 1], lists[j]),)
+    return top, won, moved + (tl.where(won, 0, lists[len(lists) - 1]).to(tl.uint32),)
+
+
+@triton.jit
+def _handed(won, mine):
+    """The winning thread's 32-bit value ``mine`` [32] in every thread: one ``REDUX`` of it where the thread won, 0
+    elsewhere (one winner a round: keys are unique but for 0, which only rows with invalid picks pick)."""
+    return tl.max(tl.where(won, mine.to(tl.uint32, bitcast=True), 0).to(tl.uint32), axis=0).to(tl.float32,
+                                                                                              bitcast=True)
+
+
+@triton.jit
+def _sqrt_rounds(x, expert, exists, bias, offset, scale, ROUNDS: tl.constexpr, CHUNK: tl.constexpr):
+    """``_select_rounds`` for sqrt-softplus window keys (flat, with a bias): the first ROUNDS picks' keys (scalars,
+    best first) and the lists after them, from which an uncertain row takes more rounds."""
+    lists = _thread_lists(_keys(x.to(tl.float32), bias, expert, exists, offset, scale, SQRT_WINDOW_KEYS, True), CHUNK)
+    picks = ()
+    for _ in tl.static_range(ROUNDS):
+        top, _won, lists = _round(lists)
+        picks = picks + (top,)
+    return picks, lists
 
 
 @triton.jit
@@ -1641,6 +1676,21 @@ def _store_picks(picks, values, row, store, weights_ptr, ids_ptr, padding_ptr, s
 
 
 @triton.jit
+def _route_sqrt_exact(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, weights_ptr, ids_ptr, padding_ptr,
+                      stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK: tl.constexpr,
+                      RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, GROUP_SIZE: tl.constexpr,
+                      LANES: tl.constexpr, CHUNK: tl.constexpr, LOG2_CHUNK: tl.constexpr, PREFETCH: tl.constexpr,
+                      WORDS: tl.constexpr, DENSE_OUT: tl.constexpr):
+    """A sqrt-softplus row on the one-row tile ranked and stored by exact keys (the streaming path's)."""
+    chosen, valid, _floored = _select(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, 0.0, 1.0, None,
+                                      NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, SQRTSOFTPLUS_KEYS, PREFETCH,
+                                      WORDS)
+    _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, padding_ptr,
+               stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SQRTSOFTPLUS, RENORMALIZE,
+               NUM_EXPERTS, 1, CHUNK, LOG2_CHUNK, DENSE_OUT)
+
+
+@triton.jit
 def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, padding_ptr, stride_w_row, stride_w_col,
                      stride_i_row, stride_i_col, num_rows, scale, TOPK: tl.constexpr, SCORING: tl.constexpr,
                      RENORMALIZE: tl.constexpr, NUM_EXPERTS: tl.constexpr, BLOCK_EXPERTS: tl.constexpr,
@@ -1655,9 +1705,10 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
     shared-memory round trip before the stores; fewer steps on the row's chain, more instructions per row (the
     rule keeps it where measured faster). Otherwise, and for the rows ``_store_picks`` leaves, the window's
     picks with their logits re-read (``_store_row``); rows with a pick under the window or invalid, and rows
-    whose bias window is unusable, take the streaming path's exact keys. Sqrt-softplus rows: the certain ones
-    stored from the picks and their lane-formed scores, then one close pair settled by its exact c
-    (``_swap_close_pair``), then the picks ranked by exact keys (``_certify_sqrt``), then exact keys."""
+    whose bias window is unusable, take the streaming path's exact keys. Sqrt-softplus rows: K + 1 rounds, the
+    certain rows stored from the picks and their lane-formed scores; an uncertain row takes the rest of the CHUNK
+    rounds, then one close pair is settled by its exact c (``_swap_close_pair``), then the picks are ranked by exact
+    keys (``_certify_sqrt``), then the row by exact keys (``_route_sqrt_exact``)."""
     tl.static_assert(BLOCK_EXPERTS <= WINDOW_EXPERTS)
     PER: tl.constexpr = BLOCK_EXPERTS // 32
     row = tl.program_id(0).to(tl.int64)
@@ -1695,7 +1746,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
             _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
                        stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, NUM_EXPERTS, 1,
                        CHUNK, LOG2_CHUNK, DENSE_OUT)
-    elif SCORING == SQRTSOFTPLUS:  # the bias window's keys, CHUNK rounds, the picks certified
+    elif SCORING == SQRTSOFTPLUS:  # the bias window's keys, TOPK + 1 rounds, the picks certified
         bias = _rounds_load(bias_ptr, 0, True, NUM_EXPERTS, PER).to(tl.float32)
         # by REDUX: ptxas schedules the bias maximum (for ``above``) just before the gap test, where five float
         # shuffles would sit on the row's chain (static SASS, sm_90)
@@ -1703,38 +1754,44 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
         offset, steps, usable, above = _sqrt_window_from(lo, hi, finite)
         certain = tl.zeros((), tl.int1)
         if TOPK < CHUNK:  # (the certificate needs a pick past the TOPK-th)
-            # CHUNK picks: the first TOPK + 1 certify the row by their gaps; the rest widen the list an uncertain row
-            # is ranked from, so that near ties around the TOPK-th pick are ranked rather than redone
-            picks, _unused, _kept = _select_rounds(x, None, expert, exists, bias, offset, steps, None, NUM_GROUPS,
-                                                   GROUP_SIZE, TOPK_GROUP, CHUNK, CHUNK, SQRT_WINDOW_KEYS)
+            picks, lists = _sqrt_rounds(x, expert, exists, bias, offset, steps, TOPK + 1, CHUNK)
             threshold = _sqrt_threshold(offset, steps, above)
             certain = usable & _gaps_certain(_picks_q(picks, TOPK + 1), threshold, TOPK)
             scores = _lane_scores(picks, logits_ptr + row * stride_l_row, row_ok, TOPK, NUM_EXPERTS)
             _store_picks(picks, scores, row, row_ok & certain, weights_ptr, ids_ptr, padding_ptr, stride_w_row,
                          stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE, CHUNK, DENSE_OUT)
-            if TOPK + 2 <= CHUNK:  # one close pair: ranked by its two exact c
-                if certain.to(tl.int32) == 0:
-                    keys, ranked, certain = _swap_close_pair(picks, scores, logits_ptr + row * stride_l_row,
+            if certain.to(tl.int32) == 0:
+                # the rest of the CHUNK picks: they widen the list an uncertain row is ranked from, so that near ties
+                # around the TOPK-th pick are ranked rather than redone
+                listed = picks
+                rest = lists
+                for _ in tl.static_range(CHUNK - TOPK - 1):
+                    top, _won, rest = _round(rest)
+                    listed = listed + (top,)
+                settled = tl.zeros((), tl.int1)
+                if TOPK + 2 <= CHUNK:  # one close pair: ranked by its two exact c
+                    keys, ranked, settled = _swap_close_pair(listed, scores, logits_ptr + row * stride_l_row,
                                                              bias_ptr, row_ok, threshold, usable, TOPK)
-                    _store_picks(keys, ranked, row, row_ok & certain, weights_ptr, ids_ptr, padding_ptr,
+                    _store_picks(keys, ranked, row, row_ok & settled, weights_ptr, ids_ptr, padding_ptr,
                                  stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING,
                                  RENORMALIZE, CHUNK, DENSE_OUT)
-        if certain.to(tl.int32) == 0:
-            chosen = tl.zeros((1, CHUNK), tl.int32)
-            valid = tl.zeros((1, CHUNK), tl.int1)
-            certified = tl.zeros((), tl.int1)
-            if TOPK < CHUNK:  # the listed picks ranked by exact keys, where that is certain
-                chosen, valid, uncertified = _certify_sqrt(_picks_keys(picks, CHUNK, CHUNK), logits_ptr, bias_ptr,
-                                                           rows64, rows_ok, stride_l_row, offset, steps, above, TOPK,
-                                                           CHUNK)
-                certified = usable & (tl.max(uncertified.to(tl.int32), axis=0) == 0)
-            if certified.to(tl.int32) == 0:  # exact keys
-                chosen, valid, _floored = _select(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, 0.0, 1.0, None,
-                                                  NUM_EXPERTS, GROUP_SIZE, TOPK, 1, LANES, CHUNK, 1, SQRTSOFTPLUS_KEYS,
-                                                  PREFETCH, WORDS)
-            _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr, padding_ptr,
-                       stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, SCORING, RENORMALIZE,
-                       NUM_EXPERTS, 1, CHUNK, LOG2_CHUNK, DENSE_OUT)
+                if settled.to(tl.int32) == 0:  # the listed picks ranked by exact keys, where that is certain
+                    chosen, valid, uncertified = _certify_sqrt(_picks_keys(listed, CHUNK, CHUNK), logits_ptr, bias_ptr,
+                                                               rows64, rows_ok, stride_l_row, offset, steps, above,
+                                                               TOPK, CHUNK)
+                    if usable & (tl.max(uncertified.to(tl.int32), axis=0) == 0):
+                        _store_row(logits_ptr, rows64, rows_ok, stride_l_row, chosen, valid, weights_ptr, ids_ptr,
+                                   padding_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK,
+                                   SCORING, RENORMALIZE, NUM_EXPERTS, 1, CHUNK, LOG2_CHUNK, DENSE_OUT)
+                    else:
+                        _route_sqrt_exact(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, weights_ptr, ids_ptr,
+                                          padding_ptr, stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale,
+                                          TOPK, RENORMALIZE, NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, LOG2_CHUNK,
+                                          PREFETCH, WORDS, DENSE_OUT)
+        else:
+            _route_sqrt_exact(logits_ptr, bias_ptr, rows64, rows_ok, stride_l_row, weights_ptr, ids_ptr, padding_ptr,
+                              stride_w_row, stride_w_col, stride_i_row, stride_i_col, scale, TOPK, RENORMALIZE,
+                              NUM_EXPERTS, GROUP_SIZE, LANES, CHUNK, LOG2_CHUNK, PREFETCH, WORDS, DENSE_OUT)
     else:
         bias = None
         if bias_ptr is not None:  # the window from the bias read here (the same min and max as ``_window``)
