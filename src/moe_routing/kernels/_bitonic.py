@@ -1752,7 +1752,6 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
         # shuffles would sit on the row's chain (static SASS, sm_90)
         lo, hi, finite = _warp_bias_bounds(bias, True)
         offset, steps, usable, above = _sqrt_window_from(lo, hi, finite)
-        certain = tl.zeros((), tl.int1)
         if TOPK < CHUNK:  # (the certificate needs a pick past the TOPK-th)
             picks, lists = _sqrt_rounds(x, expert, exists, bias, offset, steps, TOPK + 1, CHUNK)
             threshold = _sqrt_threshold(offset, steps, above)
