@@ -725,7 +725,8 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
     one group), from the same ``c`` as the keys and in the same float32 arithmetic as the group stage, while the
     threads sort; an eliminated group's threads then drop their whole lists. Returns the TOPK picks' keys and
     their handed-over values (tuples of scalars, the same in every thread, best first; no values without
-    ``values``) and the kept groups' bits ranked here (a placeholder otherwise). Each thread sorts its keys in registers once;
+    ``values``), the kept groups' bits ranked here (a placeholder otherwise) and the lists after the last round (more
+    rounds continue from them: ``_round``). Each thread sorts its keys in registers once;
     a round is then one ``tl.max`` of the 32 threads' first keys, which sm_80+ run as a single ``REDUX``
     instruction (Triton emits it for a 32-bit integer max over a whole warp), and the winner's list moves
     up one. The same keys as the streaming path, so the same top keys: where the lane merge's chain (a
@@ -773,7 +774,7 @@ def _select_rounds(x, values, expert, exists, bias, offset, scale, kept, NUM_GRO
             picked = picked + (_handed(won, mine),)
     if not IN_TILE:  # a placeholder (compiled Triton returns no None): the caller keeps its own ``kept``
         kept = tl.zeros((1,), tl.int32)
-    return picks, picked, kept
+    return picks, picked, kept, lists
 
 
 @triton.jit
@@ -809,18 +810,6 @@ def _handed(won, mine):
     elsewhere (one winner a round: keys are unique but for 0, which only rows with invalid picks pick)."""
     return tl.max(tl.where(won, mine.to(tl.uint32, bitcast=True), 0).to(tl.uint32), axis=0).to(tl.float32,
                                                                                               bitcast=True)
-
-
-@triton.jit
-def _sqrt_rounds(x, expert, exists, bias, offset, scale, ROUNDS: tl.constexpr, CHUNK: tl.constexpr):
-    """``_select_rounds`` for sqrt-softplus window keys (flat, with a bias): the first ROUNDS picks' keys (scalars,
-    best first) and the lists after them, from which an uncertain row takes more rounds."""
-    lists = _thread_lists(_keys(x.to(tl.float32), bias, expert, exists, offset, scale, SQRT_WINDOW_KEYS, True), CHUNK)
-    picks = ()
-    for _ in tl.static_range(ROUNDS):
-        top, _won, lists = _round(lists)
-        picks = picks + (top,)
-    return picks, lists
 
 
 @triton.jit
@@ -1734,8 +1723,8 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
         handed = None
         if HAND_LOGITS:
             handed = x.to(tl.float32)
-        picks, logits, _ = _select_rounds(x, handed, expert, exists, None, 0.0, 1.0, None, NUM_GROUPS, GROUP_SIZE,
-                                          TOPK_GROUP, TOPK, CHUNK, LOGIT16_KEYS)
+        picks, logits, _kept, _lists = _select_rounds(x, handed, expert, exists, None, 0.0, 1.0, None, NUM_GROUPS,
+                                                      GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, LOGIT16_KEYS)
         quick = tl.zeros((), tl.int1)
         if HAND_LOGITS:
             quick = _complete_picks(picks, TOPK, LOGIT16_KEYS)
@@ -1753,7 +1742,9 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
         lo, hi, finite = _warp_bias_bounds(bias, True)
         offset, steps, usable, above = _sqrt_window_from(lo, hi, finite)
         if TOPK < CHUNK:  # (the certificate needs a pick past the TOPK-th)
-            picks, lists = _sqrt_rounds(x, expert, exists, bias, offset, steps, TOPK + 1, CHUNK)
+            picks, _unused, _kept, lists = _select_rounds(x, None, expert, exists, bias, offset, steps, None,
+                                                          NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, TOPK + 1, CHUNK,
+                                                          SQRT_WINDOW_KEYS)
             threshold = _sqrt_threshold(offset, steps, above)
             certain = usable & _gaps_certain(_picks_q(picks, TOPK + 1), threshold, TOPK)
             scores = _lane_scores(picks, logits_ptr + row * stride_l_row, row_ok, TOPK, NUM_EXPERTS)
@@ -1763,9 +1754,8 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
                 # the rest of the CHUNK picks: they widen the list an uncertain row is ranked from, so that near ties
                 # around the TOPK-th pick are ranked rather than redone
                 listed = picks
-                rest = lists
                 for _ in tl.static_range(CHUNK - TOPK - 1):
-                    top, _won, rest = _round(rest)
+                    top, _won, lists = _round(lists)
                     listed = listed + (top,)
                 settled = tl.zeros((), tl.int1)
                 if TOPK + 2 <= CHUNK:  # one close pair: ranked by its two exact c
@@ -1804,8 +1794,8 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
         handed = None
         if HANDOVER:
             handed = _window_sigmoid(x.to(tl.float32))
-        picks, picked, kept_tile = _select_rounds(x, handed, expert, exists, bias, offset, steps, kept, NUM_GROUPS,
-                                                  GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
+        picks, picked, kept_tile, _lists = _select_rounds(x, handed, expert, exists, bias, offset, steps, kept,
+                                                          NUM_GROUPS, GROUP_SIZE, TOPK_GROUP, TOPK, CHUNK, WINDOW_KEYS)
         windowed = usable & _complete_picks(picks, TOPK, WINDOW_KEYS)  # the window's picks stand (as on the lane merge)
         quick = tl.zeros((), tl.int1)
         if HANDOVER:  # every pick's score positive: their smallest, formed as they arrive (a NaN score, which
