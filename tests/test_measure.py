@@ -96,6 +96,22 @@ def test_shape_specs_parse():
         _parse_shapes(("256/8/what",), "1")
 
 
+def test_a_shape_can_shift_its_bias():
+    """``/bias+SHIFT`` moves every bias entry (trained checkpoints' biases need not sit around 0); the label says so,
+    and a non-number or non-finite shift is refused."""
+    from moe_routing.measure.bench import make_inputs
+
+    shifted, plain = _parse_shapes(("256/8/8:4/bias+5", "256/8/8:4"), "3")
+    assert shifted.bias_shift == 5.0 and plain.bias_shift == 0.0
+    assert shifted.label == "256 / 8 / 4 of 8 bias+5" and plain.label == "256 / 8 / 4 of 8"
+    assert _parse_shapes(("64/6/bias-2.5",), "1")[0].bias_shift == -2.5
+    bias = make_inputs(shifted, device="cpu", l2_bytes=0).bias
+    torch.testing.assert_close(bias - 5.0, make_inputs(plain, device="cpu", l2_bytes=0).bias)
+    for spec in ("256/8/bias+x", "256/8/bias+inf", "256/8/bias+nan"):
+        with pytest.raises(Exception, match="expected E/K"):
+            _parse_shapes((spec,), "1")
+
+
 @pytest.mark.skipif(DEVICE == "cuda", reason="checks the CPU refusal")
 def test_bench_refuses_without_gpu():
     result = CliRunner().invoke(main, ["bench"])

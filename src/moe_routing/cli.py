@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import warnings
@@ -102,7 +103,7 @@ def _engine_sources(ctx, param, values: tuple[str, ...]) -> dict[str, str]:
 
 
 def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
-    """``E/K[/G:KEPT][/softmax][/nobias][/fp32]`` x every T of ``tokens``."""
+    """``E/K[/G:KEPT][/softmax|/sqrtsoftplus][/nobias][/fp32|/fp16][/bias+SHIFT]`` x every T of ``tokens``."""
     import torch
 
     from .measure.bench import Shape
@@ -124,11 +125,13 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
                     options["bias"] = False
                 elif part in ("fp32", "fp16", "bf16"):
                     options["dtype"] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[part]
+                elif part.startswith(("bias+", "bias-")) and math.isfinite(float(part[4:])):
+                    options["bias_shift"] = float(part[4:])
                 else:
                     raise ValueError(part)
         except (ValueError, IndexError) as error:
-            raise click.BadParameter(f"{spec!r}: expected E/K[/G:KEPT][/softmax|/sqrtsoftplus][/nobias][/fp32] "
-                                     f"({error})")
+            raise click.BadParameter(f"{spec!r}: expected E/K[/G:KEPT][/softmax|/sqrtsoftplus][/nobias][/fp32]"
+                                     f"[/bias+SHIFT] ({error})")
         shapes += [Shape(experts, topk, t, groups, topk_group, **options) for t in counts]
     return shapes
 
@@ -138,7 +141,8 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
               default="targets",
               show_default=True, help="Shape set (ignored when --shape is given).")
 @click.option("--shape", "specs", multiple=True,
-              help="E/K[/G:KEPT][/softmax|/sqrtsoftplus][/nobias][/fp32|/fp16], repeatable.")
+              help="E/K[/G:KEPT][/softmax|/sqrtsoftplus][/nobias][/fp32|/fp16][/bias+SHIFT], repeatable "
+                   "(bias+5: every bias entry shifted by 5).")
 @click.option("--tokens", default="1,128,8192,65536", show_default=True, help="Token counts for --shape.")
 @click.option("--arms", default=None, help="Comma-separated arm names to keep (default: all available).")
 @click.option("--rounds", default=3, show_default=True, help="Interleaved rounds per shape (drift).")

@@ -38,13 +38,15 @@ class Shape:
     bias: bool = True
     dtype: torch.dtype = torch.bfloat16
     scale: float = 2.5
+    bias_shift: float = 0.0  # added to every bias entry (trained checkpoints' biases can sit far from 0)
 
     @property
     def label(self) -> str:
         grouping = f"{self.topk_group} of {self.groups}"
         extra = "" if (self.scoring, self.bias) == ("sigmoid", True) else f" {self.scoring}{'+bias' if self.bias else ''}"
         dtype = "" if self.dtype == torch.bfloat16 else f" {str(self.dtype).removeprefix('torch.')}"
-        return f"{self.experts} / {self.topk} / {grouping}{extra}{dtype}"
+        shift = f" bias{self.bias_shift:+g}" if self.bias and self.bias_shift else ""
+        return f"{self.experts} / {self.topk} / {grouping}{extra}{dtype}{shift}"
 
     def kwargs(self, bias):
         return dict(scoring_func=self.scoring, correction_bias=bias, num_expert_group=self.groups,
@@ -80,7 +82,7 @@ def make_inputs(shape: Shape, device: str = "cuda", l2_bytes: int | None = None,
     gen = torch.Generator(device=device).manual_seed(seed)
     logits = [(torch.randn(shape.tokens, shape.experts, generator=gen, device=device) * 2).to(shape.dtype)
               for _ in range(sets)]
-    bias = (torch.randn(shape.experts, generator=gen, device=device) * 0.5) if shape.bias else None
+    bias = (torch.randn(shape.experts, generator=gen, device=device) * 0.5 + shape.bias_shift) if shape.bias else None
     return Inputs(shape, logits, bias)
 
 

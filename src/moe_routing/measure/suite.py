@@ -95,14 +95,16 @@ def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, cal
             summary = m.summary()
             rows.append({"experts": shape.experts, "topk": shape.topk, "groups": shape.groups,
                          "topk_group": shape.topk_group, "tokens": shape.tokens, "scoring": shape.scoring,
-                         "bias": shape.bias, "dtype": str(shape.dtype).removeprefix("torch."), "label": shape.label,
+                         "bias": shape.bias, "bias_shift": shape.bias_shift, "dtype": str(shape.dtype).removeprefix("torch."),
+                         "label": shape.label,
                          "arm": m.arm, "device_us": m.device_us, "host_us": m.host_us, **{
                              f"{kind}_{stat}": value for kind in ("device", "host")
                              for stat, value in summary[kind].items()}})
         floor = shape.bytes_moved() / bandwidth * 1e6
         rows.append({"experts": shape.experts, "topk": shape.topk, "groups": shape.groups,
                      "topk_group": shape.topk_group, "tokens": shape.tokens, "scoring": shape.scoring,
-                     "bias": shape.bias, "dtype": str(shape.dtype).removeprefix("torch."), "label": shape.label,
+                     "bias": shape.bias, "bias_shift": shape.bias_shift, "dtype": str(shape.dtype).removeprefix("torch."),
+                     "label": shape.label,
                      "arm": "bytes floor", "device_median": floor, "device_min": floor, "device_max": floor,
                      "device_drift": 0.0})
         if progress is not None:
@@ -161,7 +163,8 @@ def markdown(result: dict) -> str:
     for label, tokens in shapes:
         first = next(r for r in rows if r["label"] == label)
         target = TARGETS_US.get((first["experts"], first["topk"], first["groups"], first["topk_group"], tokens))
-        if first["scoring"] != "sigmoid" or not first["bias"] or first["dtype"] != "bfloat16":
+        if (first["scoring"] != "sigmoid" or not first["bias"] or first.get("bias_shift", 0.0)
+                or first["dtype"] != "bfloat16"):
             target = None
         cells = [_cell(index.get((label, tokens, arm))) for arm in arms]
         lines.append(f"| {label} | {tokens} | " + " | ".join(cells) + f" | {'≤ ' + str(target) if target else ''} |")
@@ -183,10 +186,10 @@ def markdown(result: dict) -> str:
 def scoring_comparison(result: dict, ours: str = "moe_routing.route(out=)") -> list[str]:
     """Markdown lines comparing route()'s sqrt-softplus rows with its sigmoid rows of the same shape (and with
     vLLM's dsv4_topk where it ran): device-time ratios; empty when the run has no such pairs."""
-    index = {(r["experts"], r["topk"], r["groups"], r["topk_group"], r["tokens"], r["bias"], r["dtype"], r["scoring"],
-              r["arm"]): r for r in result["rows"] if "device_median" in r}
-    pairs = sorted({key[:7] for key in index if key[7] == "sqrtsoftplus" and key[8] == ours
-                    and key[:7] + ("sigmoid", ours) in index})
+    index = {(r["experts"], r["topk"], r["groups"], r["topk_group"], r["tokens"], r["bias"], r["dtype"],
+              r.get("bias_shift", 0.0), r["scoring"], r["arm"]): r for r in result["rows"] if "device_median" in r}
+    pairs = sorted({key[:8] for key in index if key[8] == "sqrtsoftplus" and key[9] == ours
+                    and key[:8] + ("sigmoid", ours) in index})
     if not pairs:
         return []
     lines = ["", f"Sqrt-softplus against sigmoid, {ours} device time (µs, median ± drift), same shape, same run:", "",
@@ -196,7 +199,8 @@ def scoring_comparison(result: dict, ours: str = "moe_routing.route(out=)") -> l
         mine, sigmoid = index[key + ("sqrtsoftplus", ours)], index[key + ("sigmoid", ours)]
         engine = index.get(key + ("sqrtsoftplus", "vLLM dsv4_topk"))
         engine_cells = (_cell(engine), f"{engine['device_median'] / mine['device_median']:.2f}x") if engine else ("–", "–")
-        lines.append(f"| {key[0]} / {key[1]} | {key[4]} | {key[6]} | {_cell(mine)} | {_cell(sigmoid)} | "
+        shift = f" (bias{key[7]:+g})" if key[7] else ""
+        lines.append(f"| {key[0]} / {key[1]}{shift} | {key[4]} | {key[6]} | {_cell(mine)} | {_cell(sigmoid)} | "
                      f"{mine['device_median'] / sigmoid['device_median']:.2f} | {engine_cells[0]} | {engine_cells[1]} |")
     return lines
 
