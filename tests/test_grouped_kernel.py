@@ -71,7 +71,7 @@ def test_kept_groups_under_the_window_are_redone_exactly():
     assert all(e < 128 for e in ids[1])  # a clean row keeps four of groups 0-3
 
 
-@pytest.mark.parametrize("case", ["nan bias", "window outside (-4, 4)", "no bias", "bfloat16 bias"])
+@pytest.mark.parametrize("case", ["nan bias", "window outside (-8, 8)", "window far from 0", "no bias", "bfloat16 bias"])
 def test_every_key_encoding_of_the_grouped_path(case):
     logits = random_logits(6, EXPERTS, torch.bfloat16, seed=9)
     logits[1, ::5] = NAN
@@ -79,8 +79,10 @@ def test_every_key_encoding_of_the_grouped_path(case):
     bias = random_bias(EXPERTS, seed=3)
     if case == "nan bias":  # one non-finite entry: exact keys for the whole call, that expert invalid
         bias[7] = NAN
-    elif case == "window outside (-4, 4)":
-        bias = bias + 6.0
+    elif case == "window outside (-8, 8)":  # (below it: c of magnitude 8 or more loses the 1e-6 margin in float32)
+        bias = bias - 9.0
+    elif case == "window far from 0":  # inside (-8, 8): window keys
+        bias = bias + 5.0
     elif case == "no bias":
         bias = None
     else:

@@ -2,7 +2,7 @@
 
 Window keys quantise the choice value inside a window set by the bias; a row with fewer than K valid
 experts inside it lands on the floor and is redone with exact keys; a non-finite bias entry, a window
-outside (-4, 4) or more than 512 experts take the exact keys for the whole call.
+outside (-8, 8) or more than 512 experts take the exact keys for the whole call.
 """
 
 import math
@@ -92,10 +92,36 @@ def test_window_keys_may_order_values_within_a_step_by_index():
     assert len(answers) == 1 and answers <= {str([[20, 10]] * 2), str([[10, 20]] * 2)}
 
 
-@pytest.mark.parametrize("shift", [3.0, 8.0, -5.5])
-def test_windows_outside_the_range_take_exact_keys(shift):
-    # a window outside (-4, 4): exact keys, which separate one ulp where the window could not
+@pytest.mark.parametrize("shift", [7.5, 12.0, -9.5])
+def test_windows_outside_the_range_separate_values_one_float32_step_apart(shift):
+    # a window outside (-8, 8): exact keys, which separate one float32 step of c
     logits, bias = _close_pair(_float32_ulp(0.75 + shift), shift)
     assert (0.5 + bias[20]).item() - (0.5 + bias[10]).item() == _float32_ulp(0.75 + shift)
     for tclass, _, ids in _route_every_plan(logits, 2, bias):
         assert ids == [[20, 10]] * 2, tclass
+
+
+@pytest.mark.parametrize("shift", [3.25, 3.5, 4.0, 5.0, 5.5, 6.25])
+def test_window_keys_of_biases_far_from_zero_separate_values_one_float32_step_apart(shift):
+    """A trained checkpoint's bias can sit far from 0 (DeepSeek-V3's is reported around +5): windows inside (-8, 8)
+    take window keys, whose steps (2.4e-7 at most) are at most half a float32 step of c from |c| = 4 up, so two
+    values one float32 step apart keep their order there; the keys' FMA must round once (Triton's interpreter
+    rounds its tl.fma twice, which can give both the same key)."""
+    for place in range(8):  # c = 0.75 + shift + place steps: positions across a float32 binade's keys
+        value = 0.75 + shift
+        ulp = _float32_ulp(value)
+        logits, bias = _close_pair(ulp, shift + place * 37 * ulp)
+        assert (0.5 + bias[20]).item() - (0.5 + bias[10]).item() == ulp
+        for tclass, _, ids in _route_every_plan(logits, 2, bias):
+            assert ids == [[20, 10]] * 2, (tclass, place)
+
+
+@pytest.mark.parametrize("shift", [4.5, -5.0])
+def test_random_rows_with_a_bias_far_from_zero_match_float64_on_every_plan(shift):
+    """Random rows (float64's ids wherever the margin is at least 1e-6, checked by route_every_plan) with every
+    bias entry moved by ``shift``: window keys inside (-8, 8)."""
+    gen = torch.Generator().manual_seed(17)
+    logits = (torch.randn(6, 256, generator=gen) * 2).to(DEVICE)
+    bias = (torch.randn(256, generator=gen) * 0.5 + shift).to(DEVICE)
+    results = _route_every_plan(logits, 8, bias)
+    assert len({str(ids) for _, _, ids in results}) == 1

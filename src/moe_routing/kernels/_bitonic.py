@@ -25,11 +25,14 @@ Three key encodings. Which one a row gets depends only on the bias and on that r
 batch or the tile, so results stay batch-invariant:
 
 * **window keys** (32 bits, ``E <= 512``). Every ``c`` is at most ``top = max b + 1``. The window
-  ``[L, top]``, ``L = max(min b, top - 2)``, is used when it lies inside (-4, 4): one FMA gives
+  ``[L, top]``, ``L = max(min b, top - 2)``, is used when it lies inside (-8, 8): one FMA gives
   ``q = round(c * scale + offset)`` (the float 2**23 + q holds q) with ``scale = (2**23 - 256) / (top - L)``,
   steps of at most 2.4e-7, above 9 bits of inverted index. Budget: experts whose float64 choice values
   differ by 1e-6 differ in float32 by at least 1e-6 - 2 x (2e-7 sigmoid error + 1.2e-7 rounding of
-  ``c``) = 3.6e-7, more than a step, so their keys keep that order (docs/semantics.md's margin). The
+  ``c``) = 3.6e-7 where ``|c| < 4``, more than a step; where ``|c|`` is 4 to 8 (a trained checkpoint's bias
+  can sit there: DeepSeek-V3's is reported around +5) by more than 0 (1e-6 - 2 x (2e-7 + 2.4e-7)), so by at least one
+  float32 step of ``c`` there, 4.8e-7, two steps of the window. Either way their keys keep that order
+  (docs/semantics.md's margin); beyond 8 float32 ``c`` itself cannot keep it, and rows take exact keys. The
   quantisation is monotone: it can only reorder choice values closer than that (near ties), and equal
   values stay in index order. Values below ``L`` and invalid experts share the floor; a row whose K-th
   pick is under the window (fewer than K valid experts in it: garbage rows, NaN logits) is redone with
@@ -44,7 +47,7 @@ batch or the tile, so results stay batch-invariant:
   ``3 + (q >> 20)`` steps apart and the K-th lies above the inaccurate scores' bound (``_sqrt_certain``); otherwise
   its listed experts are ranked by exact keys and kept where at least K of them beat what any unlisted expert's key
   allows (``_certify_sqrt``, on the rounds tile too); otherwise it is redone with exact keys.
-* **exact keys** (64 bits: ``E > 512``, a non-finite bias entry, a window outside (-4, 4), and the
+* **exact keys** (64 bits: ``E > 512``, a non-finite bias entry, a window outside (-8, 8), and the
   redone rows): the order-preserving bits of float32 ``c`` above 20 bits of inverted index, held as a
   float64 (non-negative denormals: float64 compares order them like the integers, on the FP64 pipe
   instead of emulated 64-bit integer compares). They stream without the run filter (``GROUP = 1``):
@@ -137,7 +140,7 @@ Q_BASE = tl.constexpr(8388672.0)  # 2**23 + 64: the bottom of the window (q = 64
 Q_SPAN = tl.constexpr(8388352.0)  # 2**23 - 256 steps across the window: q stays below 2**23 - 128
 Q_VALID = tl.constexpr(32)  # q below this: under the window or invalid
 WINDOW_WIDTH = tl.constexpr(2.0)
-WINDOW_LIMIT = tl.constexpr(4.0)  # the window must lie inside (-4, 4)
+WINDOW_LIMIT = tl.constexpr(8.0)  # the window must lie inside (-8, 8), where float32 c keeps the 1e-6 margin
 # sqrt-softplus window keys (module docstring): the window [min b, min b + 8], keys clamped below 2**23 q-steps
 SQRT_WINDOW_WIDTH = tl.constexpr(8.0)
 SQRT_WINDOW_LIMIT = tl.constexpr(16.0)  # min b must lie inside (-16, 16)
@@ -154,6 +157,8 @@ LOG2E = tl.constexpr(1.4426950408889634)
 SQRT_LN2 = tl.constexpr(0.8325546111576977)
 # PTX approximations on NVIDIA GPUs; the plain expression in the interpreter and on ROCm
 PTX_SIGMOID = tl.constexpr(not triton.knobs.runtime.interpret and torch.version.hip is None)
+# Triton's interpreter rounds tl.fma twice (a product, then a sum); the keys' FMA is formed in float64 there instead
+FMA_IN_FLOAT64 = tl.constexpr(bool(triton.knobs.runtime.interpret))
 
 
 def use_plain_math() -> None:
@@ -229,7 +234,10 @@ def _window_key(finite_choice, expert, exists, offset, scale, PADDED: tl.constex
     # an invalid logit's NaN lands on the floor with the values below the window; window keys are used
     # only when every bias entry is finite
     # q = round(c * scale + offset), one rounding: the offset's own rounding shifts every key alike
-    y = tl.fma(finite_choice, scale, offset)
+    if FMA_IN_FLOAT64:  # exact in float64 (a 24 x 24-bit product and a float32 sum span under 53 bits), rounded once
+        y = (finite_choice.to(tl.float64) * scale.to(tl.float64) + offset.to(tl.float64)).to(tl.float32)
+    else:
+        y = tl.fma(finite_choice, scale, offset)
     if CLAMP_BY_MAX and PTX_SIGMOID:  # max returns the non-NaN operand (the interpreter's would pass a NaN on)
         y = tl.maximum(y, Q_FLOOR)
     else:
@@ -1809,7 +1817,7 @@ def _route_in_rounds(logits_ptr, bias_ptr, stride_l_row, weights_ptr, ids_ptr, p
         if quick.to(tl.int32) == 0:
             if windowed:  # the window's picks, their logits re-read (HANDOVER: a pick's score under 2**-126)
                 chosen, valid = _picks_tile(picks, TOPK, CHUNK, WINDOW_KEYS)
-            else:  # exact keys: a pick under the window (or invalid), or a window outside (-4, 4) or non-finite
+            else:  # exact keys: a pick under the window (or invalid), or a window outside (-8, 8) or non-finite
                 kept_stage = kept
                 if GROUPS_IN_TILE:  # the tile's groups (from the same c), or the group stage
                     if usable:

@@ -536,7 +536,7 @@ VARIANTS: dict[str, Variant] = {
                                      "listed experts ranked by exact keys, else the row redone",
                                      "test_sqrt_window_keys_certify_or_rank_exactly"),
     "exact keys": Variant("64-bit keys: float32 choice value bits above the inverted index",
-                          "test_windows_outside_the_range_take_exact_keys"),
+                          "test_windows_outside_the_range_separate_values_one_float32_step_apart"),
     "logit keys": Variant("softmax (and sigmoid without bias beyond 512 experts) ranked by the logits' own bits",
                           "test_softmax_ranked_by_logits_on_every_plan"),
     # the other kernel
