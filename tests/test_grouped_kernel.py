@@ -71,7 +71,8 @@ def test_kept_groups_under_the_window_are_redone_exactly():
     assert all(e < 128 for e in ids[1])  # a clean row keeps four of groups 0-3
 
 
-@pytest.mark.parametrize("case", ["nan bias", "window outside (-8, 8)", "window far from 0", "no bias", "bfloat16 bias"])
+@pytest.mark.parametrize("case", ["nan bias", "window outside (-8, 8)", "window far from 0", "no bias",
+                                  "bfloat16 bias"])
 def test_every_key_encoding_of_the_grouped_path(case):
     logits = random_logits(6, EXPERTS, torch.bfloat16, seed=9)
     logits[1, ::5] = NAN

@@ -107,9 +107,8 @@ def test_window_keys_of_biases_far_from_zero_separate_values_one_float32_step_ap
     take window keys, whose steps (2.4e-7 at most) are at most half a float32 step of c from |c| = 4 up, so two
     values one float32 step apart keep their order there; the keys' FMA must round once (Triton's interpreter
     rounds its tl.fma twice, which can give both the same key)."""
+    ulp = _float32_ulp(0.75 + shift)
     for place in range(8):  # c = 0.75 + shift + place steps: positions across a float32 binade's keys
-        value = 0.75 + shift
-        ulp = _float32_ulp(value)
         logits, bias = _close_pair(ulp, shift + place * 37 * ulp)
         assert (0.5 + bias[20]).item() - (0.5 + bias[10]).item() == ulp
         for tclass, _, ids in _route_every_plan(logits, 2, bias):

@@ -61,6 +61,13 @@ HOST_ARMS = {"moe_routing.route(out=)", "moe_routing.route", "moe_routing.route(
              "empty kernel", "moe_routing via the vLLM plugin"} | set(arm_factories.ENGINES)
 
 
+def _shape_fields(shape: Shape) -> dict:
+    """The fields of a result row that name its shape (every row of that shape repeats them)."""
+    return {"experts": shape.experts, "topk": shape.topk, "groups": shape.groups, "topk_group": shape.topk_group,
+            "tokens": shape.tokens, "scoring": shape.scoring, "bias": shape.bias, "bias_shift": shape.bias_shift,
+            "dtype": str(shape.dtype).removeprefix("torch."), "label": shape.label}
+
+
 def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, calls_per_graph: int,
               replays: int, host_max_tokens: int = 128, progress=None) -> dict:
     """Measure every arm on every shape; return the JSON-able result. ``progress(shape)`` is called after each
@@ -93,20 +100,12 @@ def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, cal
         host = HOST_ARMS if shape.tokens <= host_max_tokens else set()
         for m in run_interleaved(shape, calls, len(inputs.logits), rounds, calls_per_graph, replays, host):
             summary = m.summary()
-            rows.append({"experts": shape.experts, "topk": shape.topk, "groups": shape.groups,
-                         "topk_group": shape.topk_group, "tokens": shape.tokens, "scoring": shape.scoring,
-                         "bias": shape.bias, "bias_shift": shape.bias_shift, "dtype": str(shape.dtype).removeprefix("torch."),
-                         "label": shape.label,
-                         "arm": m.arm, "device_us": m.device_us, "host_us": m.host_us, **{
-                             f"{kind}_{stat}": value for kind in ("device", "host")
-                             for stat, value in summary[kind].items()}})
+            rows.append({**_shape_fields(shape), "arm": m.arm, "device_us": m.device_us, "host_us": m.host_us,
+                         **{f"{kind}_{stat}": value for kind in ("device", "host")
+                            for stat, value in summary[kind].items()}})
         floor = shape.bytes_moved() / bandwidth * 1e6
-        rows.append({"experts": shape.experts, "topk": shape.topk, "groups": shape.groups,
-                     "topk_group": shape.topk_group, "tokens": shape.tokens, "scoring": shape.scoring,
-                     "bias": shape.bias, "bias_shift": shape.bias_shift, "dtype": str(shape.dtype).removeprefix("torch."),
-                     "label": shape.label,
-                     "arm": "bytes floor", "device_median": floor, "device_min": floor, "device_max": floor,
-                     "device_drift": 0.0})
+        rows.append({**_shape_fields(shape), "arm": "bytes floor", "device_median": floor, "device_min": floor,
+                     "device_max": floor, "device_drift": 0.0})
         if progress is not None:
             progress(shape)
     return {
