@@ -73,6 +73,12 @@ def with_device(plan: Plan, logits: torch.Tensor) -> Plan:
     Plans a caller forces (``launch(plan=...)``: tests, the census) are launched as given."""
     if not logits.is_cuda or not programmatic_launch_ok(logits.get_device()):
         return plan
+    return programmatic_plan(plan)
+
+
+def programmatic_plan(plan: Plan) -> Plan:
+    """``plan`` launched programmatically (``with_device`` on a GPU that can; ``moe-routing compile-check`` for
+    NVIDIA targets): ``GRID_WAIT`` on."""
     return plan._replace(constexprs={**plan.constexprs, "GRID_WAIT": True})
 
 

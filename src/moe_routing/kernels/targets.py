@@ -7,8 +7,9 @@ backend, so that
 
 * ``cache_key`` gives the key a launch on that target would look up (warm-up's tests compare the keys a sweep
   of route() calls asks for with the keys warm-up compiled), and
-* ``compile_plan`` compiles the plan for that target on any machine: ``gfx942`` (MI300X) and ``gfx950`` (MI355X)
-  on a CPU-only host, where ``moe-routing compile-check`` reads each binary's register spills.
+* ``compile_plan`` compiles the plan for that target on any machine: ``sm_90`` (H100 / H200), ``gfx942`` (MI300X)
+  and ``gfx950`` (MI355X) on a CPU-only host, where ``moe-routing compile-check`` reads each binary's registers
+  and spills (``nvidia_resources``, ``amd_resources``).
 
 It uses Triton's binder and compiler entry points as Triton 3.6 lays them out (``create_function_from_signature``,
 ``JITFunction._pack_args``, ``compute_cache_key``), the path ``JITFunction.run`` itself takes.
@@ -16,8 +17,12 @@ It uses Triton's binder and compiler entry points as Triton 3.6 lays them out (`
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import tempfile
 
+from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, make_backend
 from triton.compiler import compile as triton_compile
@@ -87,11 +92,44 @@ _AMD_COUNTS = {
 def amd_resources(compiled) -> dict[str, int]:
     """Registers, register spills and scratch (private memory) bytes of an AMD binary, read from its amdgcn
     assembly (the largest value where the assembly names several functions)."""
-    text = compiled.asm["amdgcn"]
+    return _largest_counts(compiled.asm["amdgcn"], _AMD_COUNTS, "the amdgcn assembly (has Triton's output format "
+                           "changed?)")
+
+
+_PTXAS_COUNTS = {
+    "registers": re.compile(r"Used (\d+) registers"),
+    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
+    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
+    "stack_bytes": re.compile(r"(\d+) bytes stack frame"),
+}
+
+
+def nvidia_resources(compiled) -> dict[str, int]:
+    """Registers, spill stores and loads and the stack frame (bytes) of an NVIDIA binary: its PTX assembled again by
+    the ``ptxas`` Triton used, with ``-v`` (Triton keeps the binary, not that report; the PTX carries the
+    kernel's register cap). A fraction of a second a kernel."""
+    arch = compiled.metadata.target.arch
+    ptxas = knobs.nvidia.ptxas_blackwell if arch >= 100 else knobs.nvidia.ptxas
+    with tempfile.TemporaryDirectory() as folder:
+        source = os.path.join(folder, "kernel.ptx")
+        with open(source, "w") as f:
+            f.write(compiled.asm["ptx"])
+        done = subprocess.run([ptxas.path, "-v", f"--gpu-name=sm_{arch}{'a' if arch >= 90 else ''}", source,
+                               "-o", os.path.join(folder, "kernel.cubin")], capture_output=True, text=True, check=True)
+    return ptxas_counts(done.stdout + done.stderr)
+
+
+def ptxas_counts(text: str) -> dict[str, int]:
+    """``nvidia_resources``'s read-out of ``ptxas -v`` text (the largest value where it names several functions)."""
+    return _largest_counts(text, _PTXAS_COUNTS, "ptxas's report (has its output format changed?)")
+
+
+def _largest_counts(text: str, patterns: dict, source: str) -> dict[str, int]:
+    """Each pattern's largest number in ``text``; a ValueError naming ``source`` where one is missing."""
     found = {}
-    for name, pattern in _AMD_COUNTS.items():
+    for name, pattern in patterns.items():
         values = [int(v) for v in pattern.findall(text)]
         if not values:
-            raise ValueError(f"no {name} in the amdgcn assembly (has Triton's output format changed?)")
+            raise ValueError(f"no {name} in {source}")
         found[name] = max(values)
     return found

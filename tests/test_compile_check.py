@@ -1,5 +1,6 @@
-"""The AMD build check's pieces: ROCm plans, Triton's keys for a named target, the register read-out, one real
-gfx942 compile (in a process without Triton's interpreter). CI runs the whole check: ``moe-routing compile-check``."""
+"""The build check's pieces: ROCm plans, Triton's keys for a named target, the register read-outs (AMD assembly,
+ptxas's report), one real gfx942 and one real sm_90 compile (in a process without Triton's interpreter). CI runs
+the whole check for both vendors: ``moe-routing compile-check`` and ``moe-routing compile-check --target sm_90``."""
 
 import os
 import types
@@ -63,9 +64,26 @@ def test_amd_resources_reads_the_assembly_and_refuses_an_unknown_format():
         targets.amd_resources(types.SimpleNamespace(asm={"amdgcn": "; nothing"}))
 
 
-def test_compile_check_refuses_unknown_targets_and_models_and_the_interpreter():
-    with pytest.raises(ValueError, match="not AMD targets"):
-        compile_check.run_compile_check(targets=("sm_90",))
+def test_ptxas_counts_reads_the_report_and_refuses_an_unknown_format():
+    text = ("ptxas info    : Function properties for bitonic_kernel\n"
+            "    8 bytes stack frame, 12 bytes spill stores, 4 bytes spill loads\n"
+            "ptxas info    : Used 70 registers, used 1 barriers, 8 bytes cumulative stack size\n")
+    assert targets.ptxas_counts(text) == {"registers": 70, "spill_stores": 12, "spill_loads": 4, "stack_bytes": 8}
+    with pytest.raises(ValueError, match="no spill_stores"):
+        targets.ptxas_counts("ptxas info    : Used 70 registers\n")
+
+
+def test_failures_are_compile_errors_and_amd_spills():
+    rows = [dict(target="gfx942", ok="yes"), dict(target="gfx942", ok="SPILLS"), dict(target="gfx950", ok="ERROR"),
+            dict(target="sm_90", ok="yes"), dict(target="sm_90", ok="SPILLS"), dict(target="sm_90", ok="ERROR")]
+    assert compile_check.failures(rows) == [rows[1], rows[2], rows[5]]
+
+
+def test_compile_check_refuses_unknown_or_mixed_targets_unknown_models_and_the_interpreter():
+    with pytest.raises(ValueError, match="not targets this check knows"):
+        compile_check.run_compile_check(targets=("sm_80",))
+    with pytest.raises(ValueError, match="separate runs"):
+        compile_check.run_compile_check(targets=("sm_90", "gfx942"))
     with pytest.raises(ValueError, match="models: unknown"):
         compile_check.run_compile_check(models=("llama",))
     if os.environ.get("TRITON_INTERPRET") == "1":
@@ -85,3 +103,21 @@ def test_one_plan_compiles_for_gfx942_without_spills(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     ok, vgprs, spills = done.stdout.split()
     assert ok == "yes" and int(vgprs) > 0 and spills == "0"
+
+
+def test_one_plan_compiles_for_sm_90_with_pdl_and_without_spills(tmp_path):
+    """A real compile for H100 / H200 on this machine (DeepSeek-V4's single-token sqrt-softplus plan, launched with
+    programmatic dependent launch as on Hopper: its griddepcontrol.wait is in the PTX)."""
+    program = (
+        "import torch\n"
+        "from moe_routing.measure import compile_check\n"
+        "from moe_routing.kernels import targets\n"
+        "launch = [j for j in compile_check._jobs(('deepseek-v4',), (torch.float32,), rocm=False)][0][3]\n"
+        "args, kwargs = launch.arguments()\n"
+        "compiled = targets.compile_plan(launch.plan.kernel, targets.TARGETS['sm_90'], args, kwargs)\n"
+        "row = compile_check._nvidia_row(compiled)\n"
+        "print(row['ok'], row['registers'], row['spill stores'], 'griddepcontrol.wait' in compiled.asm['ptx'])\n")
+    done = run_without_interpreter(program, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ok, registers, spills, waits = done.stdout.split()
+    assert ok == "yes" and int(registers) > 0 and spills == "0" and waits == "True"
