@@ -100,13 +100,15 @@ def route_and_check(logits, topk, **kwargs):
     return verdict
 
 
-def run_without_interpreter(program: str, cache_dir) -> subprocess.CompletedProcess:
-    """Run ``program`` in a fresh Python process without Triton's interpreter (so that Triton compiles for real, for a
-    named target), with Triton's cache in ``cache_dir``."""
+def printed_without_interpreter(program: str, cache_dir) -> list[str]:
+    """The words ``program`` prints, run in a fresh Python process without Triton's interpreter (so that Triton
+    compiles for real, for a named target), with Triton's cache in ``cache_dir``; the process must succeed."""
     environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     environment["TRITON_CACHE_DIR"] = str(cache_dir)
-    return subprocess.run([sys.executable, "-c", program], env=environment, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", program], env=environment, capture_output=True, text=True,
                           timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()
 
 
 def random_logits(tokens, experts, dtype=torch.float32, seed=0, scale=2.0, device=DEVICE):

@@ -7,7 +7,7 @@ import torch
 
 import moe_routing
 from conftest import (DEVICE, TOKEN_SCALE, assert_plans_agree, poisoned_out, random_bias, random_logits,
-                      route_and_check, route_every_plan, run_without_interpreter)
+                      route_and_check, route_every_plan, printed_without_interpreter)
 from moe_routing import reference
 from moe_routing.call import SQRTSOFTPLUS, check_call
 from moe_routing.reference import evaluate, evaluate_hash
@@ -406,6 +406,4 @@ def test_sqrtsoftplus_plans_whose_top_k_fills_the_list_compile_for_nvidia(tmp_pa
         "    args, kwargs = triton_arguments(plan, call, logits, bias, weights, ids)\n"
         "    compile_plan(plan.kernel, TARGETS['sm_90'], args, kwargs)\n"
         "print('compiled')\n")
-    done = run_without_interpreter(program, tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["compiled"]
+    assert printed_without_interpreter(program, tmp_path) == ["compiled"]

@@ -22,7 +22,6 @@ import re
 import subprocess
 import tempfile
 
-from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, make_backend
 from triton.compiler import compile as triton_compile
@@ -106,15 +105,16 @@ _PTXAS_COUNTS = {
 
 def nvidia_resources(compiled) -> dict[str, int]:
     """Registers, spill stores and loads and the stack frame (bytes) of an NVIDIA binary: its PTX assembled again by
-    the ``ptxas`` Triton used, with ``-v`` (Triton keeps the binary, not that report; the PTX carries the
-    kernel's register cap). A fraction of a second a kernel."""
+    the ``ptxas`` Triton used, for the architecture Triton named (its own helpers), with ``-v`` (Triton keeps the
+    binary, not that report; the PTX carries the kernel's register cap). A fraction of a second a kernel."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability  # (absent from ROCm builds)
+
     arch = compiled.metadata.target.arch
-    ptxas = knobs.nvidia.ptxas_blackwell if arch >= 100 else knobs.nvidia.ptxas
     with tempfile.TemporaryDirectory() as folder:
         source = os.path.join(folder, "kernel.ptx")
         with open(source, "w") as f:
             f.write(compiled.asm["ptx"])
-        done = subprocess.run([ptxas.path, "-v", f"--gpu-name=sm_{arch}{'a' if arch >= 90 else ''}", source,
+        done = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name={sm_arch_from_capability(arch)}", source,
                                "-o", os.path.join(folder, "kernel.cubin")], capture_output=True, text=True, check=True)
     return ptxas_counts(done.stdout + done.stderr)
 

@@ -6,8 +6,9 @@ NVIDIA with programmatic dependent launch, as route() launches on Hopper) for mo
 token class, logits dtype and logits alignment (``precompile.shape_launches``: the launches ``route()`` makes),
 with the arguments a launch passes (``kernels/targets.py``), and reads each binary's registers and spills: spill
 stores and loads from ``ptxas -v`` (NVIDIA), register spills and scratch bytes from the amdgcn assembly (AMD). A
-compile error fails the check, and so does a spill on AMD (``failures``); CI runs it for both vendors (.ci/run). NVIDIA and AMD targets take
-separate runs: the kernels' math is PTX on one and plain on the other, fixed once a process has compiled.
+compile error fails the check, and so does a spill on AMD (``failures``); CI runs it for both vendors (.ci/run).
+NVIDIA and AMD targets take separate runs: the kernels' math is PTX on one and plain on the other, fixed once a
+process has compiled.
 
 What it does not show: that the binaries run, or run correctly or fast, on the GPU; that needs the GPU.
 """
@@ -128,8 +129,8 @@ def _amd_row(compiled) -> dict:
 
 
 def _nvidia_row(compiled) -> dict:
-    """A row's verdict and read-out for an NVIDIA binary: spill stores or loads fail it (a stack frame alone is
-    no spill)."""
+    """A row's verdict and read-out for an NVIDIA binary: SPILLS where ptxas reports spill stores or loads (a stack
+    frame alone is no spill; ``failures`` lists NVIDIA spills without failing them)."""
     from ..kernels.targets import nvidia_resources
 
     found = nvidia_resources(compiled)
