@@ -57,6 +57,10 @@ def test_replace_mode_routes_like_the_model_where_margins_are_clear(family):
     torch.testing.assert_close(replaced, own, rtol=1e-4, atol=1e-4)
 
 
+def same_within_rounding(a, b):
+    return torch.allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
 def model_output(model, ids):
     with torch.no_grad():
         output = model(input_ids=ids)
@@ -67,11 +71,14 @@ def model_output(model, ids):
 def test_every_pattern_family_is_served(family):
     """On a small model of the family's own configuration: replace keeps its outputs within float32 rounding,
     shadow sees every router agree with the model (experts equal, weights within float32 rounding), and unpatch
-    restores the model bit for bit."""
+    restores the model bit for bit (where the model repeats its own bits: within float32 rounding otherwise)."""
     model = tiny_model(family, device=DEVICE, small=True)
     vocabulary = model.config.get_text_config().vocab_size
     ids = torch.randint(3, vocabulary, (2, 7), generator=torch.Generator().manual_seed(0)).to(DEVICE)
     own = model_output(model, ids)
+    # shadow mode never changes the model's computation, and unpatch restores it: the same bits, where the model's
+    # own forward repeats its bits (on a GPU JetMoE sums its experts' outputs by atomic adds, whose order varies)
+    same = torch.equal if torch.equal(model_output(model, ids), own) else same_within_rounding
     replaced_routers = patch(model, "replace").patched
     assert replaced_routers and all(family_of(model.get_submodule(name)) for name in replaced_routers)
     try:
@@ -85,10 +92,10 @@ def test_every_pattern_family_is_served(family):
     finally:
         unpatch(model)
     recorder = result.recorder
-    assert torch.equal(shadowed, own)  # shadow mode never changes the model's computation
+    assert same(shadowed, own)
     assert recorder.calls >= len(replaced_routers) and recorder.route_wrong() == 0, recorder.summary()
     assert recorder.rows_of("disagreement") == 0 and recorder.max_weight_delta < 1e-6, recorder.summary()
-    assert torch.equal(model_output(model, ids), own)
+    assert same(model_output(model, ids), own)
     assert result.skipped == {}
 
 
