@@ -9,7 +9,10 @@ from conftest import DEVICE, ON_GPU, random_bias, random_logits
 CASES = [  # (experts, topk, groups, topk_group, scoring)
     (256, 8, 8, 4, "sigmoid"), (384, 8, 1, 1, "sigmoid"), (64, 6, 1, 1, "softmax"), (160, 6, 8, 3, "softmax"),
 ]
-BATCHES = [1, 2, 3, 7, 64, 300] + ([4096, 20000] if ON_GPU else [])
+# On the GPU the batches cross token classes (the rule picks another plan at 257, 4096, 16384 tokens); in the
+# interpreter they stay small, and every class's plan runs on these shapes in
+# test_plans.test_every_plan_matches_float64, which asserts that all of them give the same bits.
+BATCHES = [1, 2, 3, 7, 64, 300, 4096, 20000] if ON_GPU else [1, 2, 3, 7, 19]
 
 
 @pytest.mark.parametrize("experts,topk,groups,topk_group,scoring", CASES, ids=str)

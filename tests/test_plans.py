@@ -36,6 +36,8 @@ SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
     # more than 16 groups: 32 groups (the rounds on tiles of several rows, all pairs on one-row tiles), with
     # lists of 32 keys on the many-groups four-lane tile
     (256, 20, 32, 4, "sigmoid", True),
+    # flat softmax of 64 experts (batch invariance across classes: test_invariance's shapes)
+    (64, 6, 1, 1, "softmax", False),
 ]
 
 

@@ -11,6 +11,10 @@ from .rules import Plan, all_plans, choose_plan, token_class
 
 # True when Triton was imported with TRITON_INTERPRET=1: kernels then run on CPU tensors.
 INTERPRETED = not isinstance(rounds_kernel, triton.runtime.JITFunction)
+if INTERPRETED:
+    from . import interpreter
+
+    interpreter.install()  # the same results, faster (kernels/interpreter.py)
 
 __all__ = ["INTERPRETED", "Plan", "all_plans", "bitonic_kernel", "choose_plan", "hash_kernel", "host_launch", "launch", "launch_hash",
            "rounds_kernel", "token_class"]

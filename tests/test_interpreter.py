@@ -1,0 +1,70 @@
+"""kernels/interpreter.py: the faster interpreter computes what Triton's own computes, bit for bit.
+
+Each reduction below runs twice in the interpreter, once with the vectorised fold and once with Triton's own
+element-by-element fold, on values with NaN, infinities, signed zeros and ties, through the kernels' own combine
+(``_top2_combine``) and an order-sensitive one (the first of equal values wins, so a fold out of order shows)."""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from conftest import ON_GPU
+from moe_routing.kernels import INTERPRETED
+from moe_routing.kernels._bitonic import _top2_combine
+
+pytestmark = pytest.mark.skipif(ON_GPU or not INTERPRETED, reason="the interpreter runs on CPU tensors only")
+
+
+@triton.jit
+def _first_of_the_largest(value_a, index_a, value_b, index_b):
+    """Order-sensitive: among equal values the one already held stays (a right-to-left fold would differ)."""
+    take_b = value_b > value_a
+    return tl.where(take_b, value_b, value_a), tl.where(take_b, index_b, index_a)
+
+
+@triton.jit
+def _reduce_kernel(x_ptr, best_ptr, second_ptr, index_ptr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                   AXIS: tl.constexpr, KEEP: tl.constexpr):
+    offsets = (tl.arange(0, A)[:, None, None] * B + tl.arange(0, B)[None, :, None]) * C + tl.arange(0, C)[None, None, :]
+    x = tl.load(x_ptr + offsets)
+    y = tl.load(x_ptr + A * B * C + offsets)
+    best, second = tl.reduce((tl.maximum(x, y), tl.minimum(x, y)), AXIS, _top2_combine, keep_dims=KEEP)
+    value, index = tl.reduce((x, offsets), AXIS, _first_of_the_largest, keep_dims=KEEP)
+    out = tl.arange(0, best.numel)
+    tl.store(best_ptr + out, tl.reshape(best, [best.numel]))
+    tl.store(second_ptr + out, tl.reshape(second, [best.numel]))
+    tl.store(index_ptr + out, tl.reshape(index, [best.numel]))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("keep", [False, True])
+def test_vectorised_reduce_gives_the_interpreters_bits(monkeypatch, axis, keep):
+    from triton.runtime import interpreter
+
+    shape = (4, 4, 4)
+    gen = torch.Generator().manual_seed(axis)
+    x = torch.randint(-3, 4, (2 * 64,), generator=gen).float() / 2  # few values: ties everywhere
+    x[::11] = float("nan")
+    x[5::13] = float("inf")
+    x[7::17] = float("-inf")
+    x[3::19] = -0.0
+    outputs = []
+    for fold in ("vectorised", "element by element"):
+        if fold != "vectorised":
+            monkeypatch.setattr(interpreter.ReduceOps, "generic_reduce", interpreter.ReduceOps.generic_reduce.original)
+        size = 64 // shape[axis]
+        best = torch.full((size,), -7.0)
+        second = torch.full((size,), -7.0)
+        index = torch.full((size,), -7, dtype=torch.int32)
+        _reduce_kernel[(1,)](x, best, second, index, *shape, axis, keep)
+        outputs.append((best.view(torch.int32), second.view(torch.int32), index))
+    for ours, theirs in zip(*outputs):
+        assert torch.equal(ours, theirs)
+    assert (outputs[0][2] != -7).all()
+
+
+def test_installed_only_where_written_for():
+    from moe_routing.kernels import interpreter
+
+    assert interpreter.install() == triton.__version__.startswith(interpreter.WRITTEN_FOR)
