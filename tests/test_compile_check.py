@@ -96,7 +96,7 @@ def test_one_plan_compiles_for_gfx942_without_spills(tmp_path):
     program = (
         "import torch\n"
         "from moe_routing.measure.compile_check import run_compile_check\n"
-        "rows = [r for r in run_compile_check(('gfx942',), ('moonlight',), (torch.bfloat16,), 2) "
+        "rows = [r for r in run_compile_check(('gfx942',), ('moonlight',), (torch.bfloat16,), 2, plans=False) "
         "if r['tokens'] == '>= 1' and r['layout'] == 'aligned']\n"
         "print(rows[0]['ok'], rows[0]['vgprs'], rows[0]['vgpr spills'])\n")
     ok, vgprs, spills = printed_without_interpreter(program, tmp_path)
@@ -117,3 +117,28 @@ def test_one_plan_compiles_for_sm_90_with_pdl_and_without_spills(tmp_path):
         "print(row['ok'], row['registers'], row['spill stores'], 'griddepcontrol.wait' in compiled.asm['ptx'])\n")
     ok, registers, spills, waits = printed_without_interpreter(program, tmp_path)
     assert ok == "yes" and int(registers) > 0 and spills == "0" and waits == "True"
+
+
+def test_plan_kernel_launches_cover_every_compile_time_choice():
+    """compile-check builds the dispatch-plan kernel as align/group launch it: both layouts, the map's three roles,
+    the scatter index, one program and both launches of the chunked path, int32 and int64 ids; each binary once."""
+    from moe_routing.kernels._plan import COUNT, PLACE_COUNTED, PLACE_OWN
+
+    for ids_dtype in (torch.int32, torch.int64):
+        launches = compile_check.plan_kernel_launches(256, 8, ids_dtype)
+        seen = {tuple(sorted(launch.plan.constexprs.items())) for launch in launches}
+        # distinct launches: their compile-time choices, or the map passed to a launch that leaves it unused
+        assert len({(key, launch.arguments()[0][1].dtype) for key, launch in
+                    zip((tuple(sorted(launch.plan.constexprs.items())) for launch in launches), launches)}) == \
+            len(launches)
+        chosen = {(c["LAYOUT"], c["MAP_MODE"], c["SCATTER"], c["STAGE"]) for c in map(dict, seen)}
+        for stage in (PLACE_OWN, PLACE_COUNTED):
+            assert {(0, 0, False, stage), (0, 0, True, stage), (0, 1, True, stage), (0, 2, False, stage),
+                    (1, 0, False, stage), (1, 1, False, stage)} <= chosen
+        assert {(0, 0, False, COUNT), (0, 1, False, COUNT), (1, 0, False, COUNT), (1, 1, False, COUNT)} <= chosen
+        args, kwargs = launches[0].arguments()
+        assert args[0].dtype == ids_dtype and kwargs["num_warps"] > 0
+    jobs = compile_check._jobs(("moonlight",), (torch.bfloat16,), rocm=True)
+    assert any(layout == "plan" for _, _, layout, _ in jobs)
+    assert not any(layout == "plan" for _, _, layout, _ in compile_check._jobs(("moonlight",), (torch.bfloat16,),
+                                                                                rocm=True, plans=False))

@@ -13,10 +13,11 @@ from conftest import DEVICE
 from moe_routing.cli import main
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "moe_routing"
-# Each part may import only the parts of lower layers (and itself): the op and its reference at the bottom,
-# then the kernels, the op, dispatch, the integrations, the measuring tools, the command line.
-LAYERS = {"call": 0, "reference": 1, "verify": 2, "kernels": 2, "op": 3, "precompile": 3, "dispatch": 4,
-          "integrations": 5, "measure": 6, "cli": 7}
+# Each part may import only the parts of lower layers (and itself): the checks and the reference at the bottom,
+# then the kernels, the op, the dispatch plans (route_plan calls the op), dispatch, the integrations, the measuring
+# tools, the command line.
+LAYERS = {"call": 0, "plan_call": 0.5, "reference": 1, "verify": 2, "kernels": 2, "op": 3, "precompile": 3,
+          "plan": 3.5, "dispatch": 4, "integrations": 5, "measure": 6, "cli": 7}
 
 
 def _part(path: Path) -> str:

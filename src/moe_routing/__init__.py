@@ -7,9 +7,10 @@
 from . import reference
 from .call import MAX_EXPERTS, MAX_GROUPS, MAX_TOPK
 from .op import biased_grouped_topk, route, route_hash
+from .plan import RoutePlan, align, group, route_plan
 from .precompile import MODEL_SHAPES, RoutingShape, warmup
 
 __version__ = "0.1.0"
 
-__all__ = ["MAX_EXPERTS", "MAX_GROUPS", "MAX_TOPK", "MODEL_SHAPES", "RoutingShape", "biased_grouped_topk", "reference",
-           "route", "route_hash", "warmup"]
+__all__ = ["MAX_EXPERTS", "MAX_GROUPS", "MAX_TOPK", "MODEL_SHAPES", "RoutePlan", "RoutingShape", "align",
+           "biased_grouped_topk", "group", "reference", "route", "route_hash", "route_plan", "warmup"]

@@ -137,7 +137,7 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
 
 
 @main.command()
-@click.option("--preset", type=click.Choice(["targets", "smoke", "wide", "deepseek-v4", "vllm-sites"]),
+@click.option("--preset", type=click.Choice(["targets", "smoke", "wide", "deepseek-v4", "vllm-sites", "plan"]),
               default="targets",
               show_default=True, help="Shape set (ignored when --shape is given).")
 @click.option("--shape", "specs", multiple=True,
@@ -181,9 +181,14 @@ def bench(preset, specs, tokens, arms, rounds, calls_per_graph, replays, out, fr
     ENGINE_SOURCES.update(engine_sources)
     shapes = _parse_shapes(specs, tokens) if specs else PRESETS[preset]
     click.echo(f"reproduce: moe-routing {' '.join(sys.argv[1:])}")
+
+    def after_shape(shape, result):  # the outputs so far, rewritten after every shape
+        write_outputs(result, Path(out))
+        bar.update()
+
     with _quiet(), tqdm(total=len(shapes), desc="bench", unit="shape", file=sys.stderr) as bar:
         result = run_suite(shapes, arms.split(",") if arms else None, rounds, calls_per_graph, replays,
-                           host_max_tokens=host_tokens, progress=lambda shape: bar.update())
+                           host_max_tokens=host_tokens, progress=after_shape)
     paths = write_outputs(result, Path(out))
     click.echo("\n" + paths["markdown"].read_text())
     click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
@@ -411,9 +416,10 @@ def warmup(models, dtypes, int64_ids, padded, threads) -> None:
 @click.option("--model", "models", multiple=True, type=click.Choice(_model_names()),
               help="Repeatable [default: deepseek-v3, kimi-k2, moonlight, qwen3-moe, deepseek-v4].")
 @click.option("--dtypes", default="bf16,fp16,fp32", show_default=True, callback=_dtypes, help="Logits dtypes.")
-@click.option("--threads", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default=True)
+@click.option("--jobs", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default=True,
+              help="Processes compiling at once.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also write the table here.")
-def compile_check(targets, models, dtypes, threads, out) -> None:
+def compile_check(targets, models, dtypes, jobs, out) -> None:
     """Compile every plan for NVIDIA or AMD GPUs (no GPU needed); exit 1 on a compile error, or a register spill
     on AMD (NVIDIA spills are listed: compile_check.failures says why they do not fail)."""
     import time
@@ -427,14 +433,14 @@ def compile_check(targets, models, dtypes, threads, out) -> None:
     started = time.perf_counter()
     with tqdm(desc="compile", unit="kernel", file=sys.stderr) as bar:
         try:
-            rows = run_compile_check(targets, models or DEFAULT_MODELS, dtypes, threads,
+            rows = run_compile_check(targets, models or DEFAULT_MODELS, dtypes, jobs,
                                      progress=lambda row: bar.update())
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--target") from None
     table = tabulate(rows, headers="keys", tablefmt="github")
     bad = failures(rows)
     errors, spills = (sum(r["ok"] == verdict for r in rows) for verdict in ("ERROR", "SPILLS"))
-    summary = (f"moe-routing compile-check: {len(rows)} kernels compiled for {', '.join(targets)} "
+    summary = (f"moe-routing compile-check: {len(rows)} launches compiled for {', '.join(targets)} "
                f"in {time.perf_counter() - started:.0f} s; {errors} with a compile error, {spills} with register "
                f"spills; {len(bad)} failing the check")
     click.echo(table + "\n\n" + summary)

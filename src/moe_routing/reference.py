@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .call import SIGMOID, SOFTMAX, RoutingCall, check_call, check_hash_call
+from .plan_call import MAP_BINS, MAP_VALUES, PlanCall, RoutePlan, check_plan_call
 
 # Selection categories, best first: a valid expert of a kept group, an invalid one, a forbidden one.
 _VALID, _INVALID, _FORBIDDEN = 2, 1, 0
@@ -196,3 +197,103 @@ def _group_scores(choice: torch.Tensor, valid: torch.Tensor, groups: int, has_bi
     second = top[..., 1]
     second = torch.where(torch.isinf(second), torch.zeros_like(second), second)
     return torch.where(torch.isinf(best), best, best + second)
+
+
+# ---- dispatch plans (docs/semantics.md, rule 9) ------------------------------------------------------------------
+
+def slot_bins(topk_ids: torch.Tensor, call: PlanCall, expert_map: torch.Tensor | None) -> torch.Tensor:
+    """Each slot's bin, int64 [T * K]: its expert (its local expert where the map makes the bins), or -1 where
+    the slot is dropped (an id outside [0, E), or an expert the map gives to another rank)."""
+    ids = topk_ids.reshape(-1).long()
+    valid = (ids >= 0) & (ids < call.experts)
+    bins = ids.clamp(0, call.experts - 1)
+    if call.map_mode == MAP_BINS:
+        bins = expert_map.long()[bins]
+        valid &= bins >= 0
+    return torch.where(valid, bins, -1)
+
+
+def align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None = None,
+          pad_sorted_ids: bool = False, ignore_invalid_experts: bool = False, *, return_scatter_idx: bool = False,
+          out: tuple | None = None) -> tuple:
+    """The blocks layout like :func:`moe_routing.align`, in plain PyTorch."""
+    call = check_plan_call(topk_ids, num_experts, block_size, expert_map, pad_sorted_ids, ignore_invalid_experts)
+    _check_scatter_request(call, return_scatter_idx)
+    sorted_ids, expert_ids, post_padded = _blocks(topk_ids, call, expert_map)
+    result = (sorted_ids, expert_ids, post_padded)
+    if return_scatter_idx:
+        bins = slot_bins(topk_ids, call, expert_map)
+        result += (torch.where(bins >= 0, torch.arange(call.slots, device=bins.device), -1).to(torch.int32)[:, None],)
+    if out is None:
+        return result
+    for buffer, value in zip(out, result):
+        buffer[: value.shape[0]].copy_(value)
+    out[0][result[0].shape[0]:].fill_(call.slots)
+    out[1][result[1].shape[0]:].fill_(-1)
+    return tuple(out[: len(result)])
+
+
+def _check_scatter_request(call: PlanCall, return_scatter_idx) -> None:
+    if return_scatter_idx is not True and return_scatter_idx is not False:
+        raise TypeError(f"return_scatter_idx must be a bool, got {type(return_scatter_idx).__name__}")
+    if return_scatter_idx and call.map_mode == MAP_VALUES:
+        raise ValueError("return_scatter_idx with an expert_map needs ignore_invalid_experts=True (the slots of "
+                         "other ranks' experts are then dropped; vLLM refuses the other case too)")
+
+
+def _blocks(topk_ids: torch.Tensor, call: PlanCall, expert_map: torch.Tensor | None):
+    """(sorted_token_ids, expert_ids, num_tokens_post_padded) of the blocks layout at vLLM's capacities."""
+    device, size = topk_ids.device, call.block_size
+    bins = slot_bins(topk_ids, call, expert_map)
+    kept = bins >= 0
+    counts = torch.bincount(bins[kept], minlength=call.experts)
+    padded = (counts + size - 1) // size * size
+    ends = torch.cumsum(padded, 0)
+    starts = ends - padded
+    order = torch.sort(torch.where(kept, bins, call.experts), stable=True).indices[: int(kept.sum())]
+    rank = torch.arange(order.numel(), device=device) - (torch.cumsum(counts, 0) - counts)[bins[order]]
+    sorted_ids = torch.full((call.capacity,), call.slots, dtype=torch.int32, device=device)
+    sorted_ids[starts[bins[order]] + rank] = order.to(torch.int32)
+    total = int(ends[-1]) if call.experts else 0
+    used = torch.arange(total // size, device=device) * size
+    block_experts = torch.searchsorted(ends, used, right=True)
+    if call.map_mode == MAP_VALUES:
+        block_experts = expert_map.long()[block_experts]
+    expert_ids = torch.full((call.blocks,), -1, dtype=torch.int32, device=device)
+    expert_ids[: used.numel()] = block_experts.to(torch.int32)
+    return sorted_ids, expert_ids, torch.tensor([total], dtype=torch.int32, device=device)
+
+
+def group(topk_ids: torch.Tensor, num_experts: int, *, expert_map: torch.Tensor | None = None,
+          out: tuple | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The grouped layout like :func:`moe_routing.group`, in plain PyTorch: (permutation, offsets)."""
+    call = check_plan_call(topk_ids, num_experts, None, expert_map)
+    bins = slot_bins(topk_ids, call, expert_map)
+    kept = bins >= 0
+    permutation = torch.sort(torch.where(kept, bins, call.local_experts), stable=True).indices.to(torch.int32)
+    offsets = torch.cumsum(torch.bincount(bins[kept], minlength=call.local_experts), 0).to(torch.int32)
+    if out is None:
+        return permutation, offsets
+    out[0].copy_(permutation)
+    out[1].copy_(offsets)
+    return out[0], out[1]
+
+
+def route_plan(gating_output: torch.Tensor, topk: int, *, block_size: int | None = None,
+               expert_map: torch.Tensor | None = None, pad_sorted_ids: bool = False,
+               ignore_invalid_experts: bool = False, out: RoutePlan | None = None, **route_kwargs) -> RoutePlan:
+    """:func:`route` and the plan of its ids, like :func:`moe_routing.route_plan`."""
+    weights, ids = route(gating_output, topk, **route_kwargs)
+    num_experts = gating_output.shape[1]
+    if block_size is None:
+        permutation, offsets = group(ids, num_experts, expert_map=expert_map)
+        plan = RoutePlan(weights, ids, None, None, None, permutation, offsets)
+    else:
+        blocks = align(ids, block_size, num_experts, expert_map, pad_sorted_ids, ignore_invalid_experts)
+        plan = RoutePlan(weights, ids, *blocks, None, None)
+    if out is None:
+        return plan
+    for buffer, value in zip(out, plan):
+        if value is not None:
+            buffer[: value.shape[0]].copy_(value)
+    return out

@@ -39,6 +39,8 @@ class Shape:
     dtype: torch.dtype = torch.bfloat16
     scale: float = 2.5
     bias_shift: float = 0.0  # added to every bias entry (trained checkpoints' biases can sit far from 0)
+    stage: bool = False  # time the routing stage (top-k + dispatch plan: measure/stage_arms.py), not the top-k
+    local_experts: int = 0  # with ``stage``: this rank holds the first local_experts experts (an expert map)
 
     @property
     def label(self) -> str:
@@ -46,7 +48,8 @@ class Shape:
         extra = "" if (self.scoring, self.bias) == ("sigmoid", True) else f" {self.scoring}{'+bias' if self.bias else ''}"
         dtype = "" if self.dtype == torch.bfloat16 else f" {str(self.dtype).removeprefix('torch.')}"
         shift = f" bias{self.bias_shift:+g}" if self.bias and self.bias_shift else ""
-        return f"{self.experts} / {self.topk} / {grouping}{extra}{dtype}{shift}"
+        ep = f" EP {self.local_experts} of {self.experts}" if self.local_experts else ""
+        return f"{self.experts} / {self.topk} / {grouping}{extra}{dtype}{shift}{ep}"
 
     def kwargs(self, bias):
         return dict(scoring_func=self.scoring, correction_bias=bias, num_expert_group=self.groups,

@@ -4,7 +4,9 @@ Triton compiles for ``sm_90`` (H100 / H200), ``gfx942`` (MI300X / MI325X) and ``
 machine. This compiles every plan the rules choose for the target's vendor (``rules.choose_plan(rocm=...)``; on
 NVIDIA with programmatic dependent launch, as route() launches on Hopper) for models' routing shapes, over every
 token class, logits dtype and logits alignment (``precompile.shape_launches``: the launches ``route()`` makes),
-with the arguments a launch passes (``kernels/targets.py``), and reads each binary's registers and spills: spill
+and every launch of the dispatch-plan kernel (``plan_kernel_launches``: both layouts, every role of an expert map,
+int32 and int64 ids, one program and the two launches), with the arguments a launch passes (``kernels/targets.py``),
+each distinct binary once, in several processes, and reads each binary's registers and spills: spill
 stores and loads from ``ptxas -v`` (NVIDIA), register spills and scratch bytes from the amdgcn assembly (AMD). A
 compile error fails the check, and so does a spill on AMD (``failures``); CI runs it for both vendors (.ci/run).
 NVIDIA and AMD targets take separate runs: the kernels' math is PTX on one and plain on the other, fixed once a
@@ -15,13 +17,14 @@ What it does not show: that the binaries run, or run correctly or fast, on the G
 
 from __future__ import annotations
 
+import multiprocessing
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Callable, NamedTuple
 
 import torch
 
-from ..precompile import MODEL_SHAPES, Launch, resolve_shapes, shape_launches
+from ..precompile import MODEL_SHAPES, resolve_shapes, shape_launches
 
 AMD_TARGETS = ("gfx942", "gfx950")
 NVIDIA_TARGETS = ("sm_90",)
@@ -34,13 +37,68 @@ def describe(plan) -> str:
     c = plan.constexprs
     if plan.name == "rounds":
         return f"rounds rows={plan.rows} warps={plan.num_warps}"
+    if plan.name == "plan":
+        stage = ("count", "one program", "counted")[c["STAGE"]]
+        layout = "grouped" if c["LAYOUT"] else "blocks" + (" +scatter" if c["SCATTER"] else "")
+        return f"plan {layout} {stage} map={('none', 'bins', 'values')[c['MAP_MODE']]} bins={c['BINS']}"
     switches = [name.lower() for name in ("PREFETCH", "WORDS", "ONE_PASS", "ROUNDS", "HANDOVER", "DENSE_OUT",
                                           "STORE_FIRST") if c.get(name)]
     return (f"bitonic lanes={c['LANES']} rows={plan.rows} warps={plan.num_warps} chunk={c['CHUNK']} "
             f"run={c['GROUP']}" + (f" {'+'.join(switches)}" if switches else ""))
 
 
-def _jobs(models, dtypes, rocm: bool) -> list[tuple[str, torch.dtype, str, Launch]]:
+class PlanKernelLaunch(NamedTuple):
+    """A launch of the dispatch-plan kernel (kernels/_plan.py) as ``align``/``group`` make it, for compiling."""
+
+    plan: object  # kernels.rules.Plan named "plan"
+    call: object  # plan_call.PlanCall
+    arguments_and_options: tuple
+
+    def arguments(self) -> tuple[tuple, dict]:
+        return self.arguments_and_options
+
+
+def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype) -> list[PlanKernelLaunch]:
+    """Every distinct launch of the plan kernel for ids of ``experts`` experts: both layouts, every role of an expert
+    map, with and without the scatter index, one program and the two-launch path's count and place."""
+    from ..kernels.plan_launch import NUM_WARPS, counting, plan_arguments, plan_launch
+    from ..kernels.rules import Plan
+    from ..plan_call import check_plan_call
+
+    ids = torch.empty(1, topk, dtype=ids_dtype)
+    expert_map = torch.empty(experts, dtype=torch.int32)
+    launches, seen = [], set()
+    for block_size, mapped, ignore, scatter in ((16, False, False, False), (16, False, False, True),
+                                                (16, True, True, True), (16, True, False, False),
+                                                (None, False, False, False), (None, True, False, False)):
+        call = check_plan_call(ids, experts, block_size)._replace(map_mode=0)
+        if mapped:
+            call = call._replace(map_mode=1 if ignore or block_size is None else 2)
+        buffers = (torch.empty(64, dtype=torch.int32),) * 6
+        for tokens in (1, 65536):
+            at = call._replace(tokens=tokens)
+            launch = plan_launch(at, scatter)
+            args, constexprs = plan_arguments(at, ids, expert_map if mapped else None, *buffers[:3],
+                                              buffers[3] if scatter else None, *buffers[4:], launch)
+            stages = [constexprs] if launch.programs == 1 else [counting(constexprs), constexprs]
+            for stage in stages:
+                key = tuple(sorted(stage.items())) + (args[1].dtype,)  # (the map's dtype, where one is passed)
+                if key not in seen:
+                    seen.add(key)
+                    plan = Plan("plan", _plan_kernel(), stage, 1, NUM_WARPS)
+                    launches.append(PlanKernelLaunch(plan, at, (args, dict(num_warps=NUM_WARPS, **stage))))
+    return launches
+
+
+def _plan_kernel():
+    from ..kernels._plan import plan_kernel
+
+    return plan_kernel
+
+
+def _jobs(models, dtypes, rocm: bool, plans: bool = True) -> list[tuple[str, str, str, object]]:
+    """(model, dtype, layout, launch) of every routing launch, then (``plans``) every plan-kernel launch (dtype: of
+    the ids)."""
     from ..kernels.launch import programmatic_plan
 
     jobs = []
@@ -51,17 +109,39 @@ def _jobs(models, dtypes, rocm: bool) -> list[tuple[str, torch.dtype, str, Launc
                 for launch in shape_launches(shape, dtype, "cpu", unaligned=layout == "unaligned", rocm=rocm):
                     if not rocm:  # as launched on Hopper: waiting on the previous kernel's grid (PDL)
                         launch = launch._replace(plan=programmatic_plan(launch.plan))
-                    jobs.append((model, dtype, layout, launch))
+                    jobs.append((model, str(dtype).removeprefix("torch."), layout, launch))
+        for ids_dtype in (torch.int32, torch.int64) if plans else ():
+            for launch in plan_kernel_launches(shape.experts, shape.topk, ids_dtype):
+                jobs.append((model, f"ids {str(ids_dtype).removeprefix('torch.')}", "plan", launch))
     return jobs
 
 
-def run_compile_check(targets=AMD_TARGETS, models=DEFAULT_MODELS, dtypes=DEFAULT_DTYPES, threads: int = 2,
-                      progress: Callable[[dict], None] | None = None) -> list[dict]:
-    """Compile every plan for every target (all NVIDIA or all AMD); one row per (target, model, dtype, layout, plan)
-    with ``ok`` "yes", "SPILLS" or "ERROR" and the registers read (a plan that several layouts share is compiled
-    once; its later rows come from Triton's on-disk cache)."""
-    from ..kernels import INTERPRETED, _bitonic
+_WORK: dict = {}  # what forked workers compile: set before the pool starts, read by index
+
+
+def _compile_one(target: str, index: int) -> dict:
+    """Compile job ``index`` of ``_WORK`` for ``target``: its registers and spills, or the compile error."""
     from ..kernels.targets import TARGETS, compile_plan
+
+    launch = _WORK["jobs"][index][3]
+    args, kwargs = launch.arguments()
+    started = time.perf_counter()
+    try:
+        read = _WORK["resources"](compile_plan(launch.plan.kernel, TARGETS[target], args, kwargs))
+    except Exception as error:  # noqa: BLE001 - a compile error is the finding, reported per plan
+        message = str(error).strip().splitlines()
+        read = {"ok": "ERROR", "error": f"{type(error).__name__}: {message[0] if message else ''}"[:200]}
+    return {**read, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def run_compile_check(targets=AMD_TARGETS, models=DEFAULT_MODELS, dtypes=DEFAULT_DTYPES, jobs: int = 2,
+                      progress: Callable[[dict], None] | None = None, plans: bool = True) -> list[dict]:
+    """Compile every plan for every target (all NVIDIA or all AMD); one row per (target, model, dtype, layout, plan)
+    with ``ok`` "yes", "SPILLS" or "ERROR" and the registers read. Each distinct kernel (the same binary Triton would
+    build: its cache key for the target) is compiled once, in ``jobs`` processes, and read into every row that
+    launches it. ``plans``: the dispatch-plan kernel's launches too."""
+    from ..kernels import INTERPRETED, _bitonic
+    from ..kernels.targets import TARGETS, cache_key
 
     known = NVIDIA_TARGETS + AMD_TARGETS
     unknown = [t for t in targets if t not in known]
@@ -81,31 +161,30 @@ def run_compile_check(targets=AMD_TARGETS, models=DEFAULT_MODELS, dtypes=DEFAULT
     elif not _bitonic.PTX_SIGMOID:
         raise RuntimeError("compile-check for NVIDIA targets needs the PTX math: run it where torch is not a ROCm "
                            "build, in a process that has not compiled for AMD")
-    resources = _amd_row if rocm else _nvidia_row
-    jobs = _jobs(models, dtypes, rocm)
-
-    def compile_one(target: str, model: str, dtype: torch.dtype, layout: str, launch: Launch) -> dict:
-        args, kwargs = launch.arguments()
-        row = dict(target=target, model=model, dtype=str(dtype).removeprefix("torch."), layout=layout,
-                   tokens=f">= {launch.call.tokens}", plan=describe(launch.plan))
-        started = time.perf_counter()
-        try:
-            read = resources(compile_plan(launch.plan.kernel, TARGETS[target], args, kwargs))
-        except Exception as error:  # noqa: BLE001 - a compile error is the finding, reported per plan
-            message = str(error).strip().splitlines()
-            return {**row, "ok": "ERROR", "error": f"{type(error).__name__}: {message[0] if message else ''}"[:200],
-                    "seconds": round(time.perf_counter() - started, 1)}
-        return {**row, **read, "seconds": round(time.perf_counter() - started, 1)}
-
+    work = _jobs(models, dtypes, rocm, plans)
+    kernels: dict[tuple, list[tuple[str, int]]] = {}  # distinct kernel -> the (target, job) rows it serves
+    for target in targets:
+        for index, (*_, launch) in enumerate(work):
+            args, kwargs = launch.arguments()
+            key = (target, launch.plan.kernel.__name__, cache_key(launch.plan.kernel, TARGETS[target], args, kwargs))
+            kernels.setdefault(key, []).append((target, index))
+    _WORK.update(jobs=work, resources=_amd_row if rocm else _nvidia_row)
     rows = []
-    with ThreadPoolExecutor(max(1, threads)) as pool:
-        futures = [pool.submit(compile_one, target, *job) for target in targets for job in jobs]
+    # forked workers inherit the launches and the math chosen above (no tensors or kernels are pickled)
+    with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {pool.submit(_compile_one, *served[0]): served for served in kernels.values()}
         for future in as_completed(futures):
-            rows.append(future.result())
+            read = future.result()
+            for target, index in futures[future]:
+                model, dtype, layout, launch = work[index]
+                rows.append(dict(target=target, model=model, dtype=dtype, layout=layout,
+                                 tokens=f">= {launch.call.tokens}", plan=describe(launch.plan), **read))
             if progress is not None:
                 progress(rows[-1])
+    _WORK.clear()
     order = {(t, m): i for i, (t, m) in enumerate((t, m) for t in targets for m in models)}
-    rows.sort(key=lambda r: (order[(r["target"], r["model"])], r["dtype"], r["layout"], int(r["tokens"][3:])))
+    rows.sort(key=lambda r: (order[(r["target"], r["model"])], r["dtype"], r["layout"], int(r["tokens"][3:]),
+                             r["plan"]))
     return rows
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import torch
 
-# vLLM's CUDA routing kernels: fused_grouped_topk's, fused_topk's / fused_topk_bias's, DeepSeek-V4's
+# vLLM's CUDA routing kernels: fused_grouped_topk's, fused_topk's / fused_topk_bias's, DeepSeek-V4's, and the
+# dispatch plan's moe_align_block_size (with the other ops of its file)
 VLLM_SOURCES = ("csrc/moe/grouped_topk_kernels.cu", "csrc/moe/topk_softmax_kernels.cu",
-                "csrc/moe/topk_softplus_sqrt_kernels.cu")
+                "csrc/moe/topk_softplus_sqrt_kernels.cu", "csrc/moe/moe_align_sum_kernels.cu")
 WRAPPER = Path(__file__).parent / "engine_ops" / "vllm_routing_ops.cpp"
 _TORCH_TARGET = "-DTORCH_TARGET_VERSION=0x020B000000000000ULL"  # as vLLM 0.33's CMakeLists sets for _moe_C
 
@@ -24,8 +25,8 @@ _built: dict[str, object] = {}  # source dir -> torch.ops.moe_routing_vllm
 
 
 def vllm_cuda_ops(source_dir: str | Path):
-    """``torch.ops.moe_routing_vllm`` with vLLM's ``grouped_topk``, ``topk_softmax``, ``topk_sigmoid`` and
-    ``topk_softplus_sqrt``, compiled from ``source_dir`` (vLLM's unpacked source distribution: it holds ``csrc/``)
+    """``torch.ops.moe_routing_vllm`` with vLLM's ``grouped_topk``, ``topk_softmax``, ``topk_sigmoid``,
+    ``topk_softplus_sqrt`` and ``moe_align_block_size``, compiled from ``source_dir`` (vLLM's unpacked source distribution: it holds ``csrc/``)
     once a process (ninja keeps the objects in torch's extension cache, so a later process links them only)."""
     root = Path(source_dir)
     key = str(root.resolve())

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from . import arms as arm_factories
+from . import stage_arms as stage_arm_factories
 from .bench import Shape, copy_bandwidth_bytes_per_s, make_inputs, run_interleaved
 
 # Device-time targets (H200, bf16 logits, fp32 bias, renormalise), µs per call under graph replay: the bench
@@ -28,6 +29,7 @@ TARGETS_US = {
 }
 
 VLLM_SITE_TOKENS = (1, 8, 64, 256, 2048, 8192)
+PLAN_TOKENS = (1, 4, 16, 64, 256, 1024, 8192, 65536)
 
 PRESETS = {
     "targets": [Shape(e, k, t, g, kg) for (e, k, g, kg, t) in TARGETS_US],
@@ -45,6 +47,15 @@ PRESETS = {
                     for t in (1, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536)],
     # the shapes the vLLM plugin serves, beside the vLLM op each site replaces, decode and prefill sizes; with
     # --host-tokens 8192 every row gets its eager time too (the eager-default decision: docs/integrations.md)
+    # the routing stage (top-k + the blocks plan) beside vLLM's top-k op + its moe_align_block_size, where vLLM
+    # aligns; DeepSeek-V3 also as an expert-parallel rank holding 32 of its 256 experts
+    "plan": [Shape(e, k, t, g, kg, scoring=scoring, bias=scoring != "softmax", dtype=dtype, scale=scale, stage=True,
+                   local_experts=local)
+             for e, k, g, kg, scoring, dtype, scale, local in (
+                 (256, 8, 8, 4, "sigmoid", torch.bfloat16, 2.5, 0), (256, 8, 8, 4, "sigmoid", torch.bfloat16, 2.5, 32),
+                 (384, 8, 1, 1, "sigmoid", torch.bfloat16, 2.827, 0), (64, 6, 1, 1, "sigmoid", torch.bfloat16, 2.446, 0),
+                 (128, 8, 1, 1, "softmax", torch.bfloat16, 1.0, 0), (256, 6, 1, 1, "sqrtsoftplus", torch.float32, 1.5, 0))
+             for t in PLAN_TOKENS if local or stage_arm_factories.vllm_aligns(t, k, e, False)],
     "vllm-sites": [Shape(e, k, t, scale=s) for e, k, s in ((64, 6, 2.446), (256, 8, 2.5), (384, 8, 2.827))
                    for t in VLLM_SITE_TOKENS]
     + [Shape(128, 8, t, scoring="softmax", bias=False, scale=1.0) for t in VLLM_SITE_TOKENS]
@@ -65,32 +76,69 @@ def _shape_fields(shape: Shape) -> dict:
     """The fields of a result row that name its shape (every row of that shape repeats them)."""
     return {"experts": shape.experts, "topk": shape.topk, "groups": shape.groups, "topk_group": shape.topk_group,
             "tokens": shape.tokens, "scoring": shape.scoring, "bias": shape.bias, "bias_shift": shape.bias_shift,
-            "dtype": str(shape.dtype).removeprefix("torch."), "label": shape.label}
+            "dtype": str(shape.dtype).removeprefix("torch."), "local_experts": shape.local_experts,
+            "label": shape.label}
+
+
+def compile_ahead(shapes: list[Shape]) -> None:
+    """Compile every kernel route() can launch for the shapes' routing (every token class, each logits dtype the
+    shapes use) in parallel before anything is timed (``precompile.warmup``), so that no shape waits for compiles
+    one at a time."""
+    from ..precompile import RoutingShape, warmup
+
+    dtypes: dict[RoutingShape, set] = {}
+    for shape in shapes:
+        routing = RoutingShape(shape.experts, shape.topk, shape.scoring, torch.float32 if shape.bias else None,
+                               shape.groups, shape.topk_group)
+        dtypes.setdefault(routing, set()).add(shape.dtype)
+    for routing, used in dtypes.items():
+        warmup(routing, dtypes=sorted(used, key=str))
 
 
 def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, calls_per_graph: int,
               replays: int, host_max_tokens: int = 128, progress=None) -> dict:
-    """Measure every arm on every shape; return the JSON-able result. ``progress(shape)`` is called after each
-    shape."""
+    """Measure every arm on every shape; return the JSON-able result. ``progress(shape, result)`` is called after
+    each shape with the result so far (the CLI writes it out, so that a run stopped early keeps what it measured)."""
+    compile_ahead(shapes)
     bandwidth = copy_bandwidth_bytes_per_s()
     checked = {**arm_factories.PEERS, **arm_factories.ENGINES}
     factories = {**arm_factories.OURS, **arm_factories.BASELINES, **checked}
     if arm_names:
         factories = {name: f for name, f in factories.items() if name in arm_names}
+    stage_factories = {**stage_arm_factories.OURS, **stage_arm_factories.ENGINES, "moe_routing.route(out=)":
+                       arm_factories.arm_route}
+    if arm_names:
+        stage_factories = {name: f for name, f in stage_factories.items() if name in arm_names}
     rows, notes = [], {}
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": __import__("triton").__version__,
+        "moe_routing": __import__("moe_routing").__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["moe-routing"] + sys.argv[1:]),
+        "copy_bandwidth_TBps": bandwidth / 1e12,
+        "calls_per_graph": calls_per_graph, "replays": replays, "rounds": rounds,
+        "engine_notes": {}, "engines_present": [], "rows": rows,
+    }
+    engines = set(arm_factories.ENGINES) | set(stage_arm_factories.ENGINES)
     for shape in shapes:
         inputs = make_inputs(shape)
         calls = {}
-        for name, factory in factories.items():
-            if name in checked:
+        for name, factory in (stage_factories if shape.stage else factories).items():
+            if name in checked and not shape.stage:
                 call, note = arm_factories.checked_engine_arm(name, factory, inputs,
                                                               bias_cast=name in arm_factories.ENGINES)
                 notes.setdefault(name, set()).add(note)
             else:
-                try:  # a baseline that cannot run a shape is reported, not fatal
+                try:  # an arm that cannot run a shape (or disagrees with the reference) is reported, not fatal
                     call = factory(inputs)
+                    if call is None:
+                        raise ValueError("does not support this shape")
                     call(0)
                     torch.cuda.synchronize()
+                    if name in engines:
+                        notes.setdefault(name, set()).add("checked against the reference")
                 except Exception as error:
                     notes.setdefault(name, set()).add(f"{shape.label} T={shape.tokens}: {type(error).__name__}: "
                                                       f"{str(error)[:120]}")
@@ -106,21 +154,11 @@ def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, cal
         floor = shape.bytes_moved() / bandwidth * 1e6
         rows.append({**_shape_fields(shape), "arm": "bytes floor", "device_median": floor, "device_min": floor,
                      "device_max": floor, "device_drift": 0.0})
+        result["engine_notes"] = {name: sorted(n) for name, n in notes.items()}
+        result["engines_present"] = sorted({r["arm"] for r in rows if r["arm"] in engines})
         if progress is not None:
-            progress(shape)
-    return {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": __import__("triton").__version__,
-        "moe_routing": __import__("moe_routing").__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["moe-routing"] + sys.argv[1:]),
-        "copy_bandwidth_TBps": bandwidth / 1e12,
-        "calls_per_graph": calls_per_graph, "replays": replays, "rounds": rounds,
-        "engine_notes": {name: sorted(n) for name, n in notes.items()},
-        "engines_present": sorted({r["arm"] for r in rows if r["arm"] in arm_factories.ENGINES}),
-        "rows": rows,
-    }
+            progress(shape, result)
+    return result
 
 
 def speedups(result: dict, ours: str = "moe_routing.route(out=)") -> dict[str, tuple[float, float, int]]:
@@ -177,6 +215,7 @@ def markdown(result: dict) -> str:
             if any(c != "–" for c in cells):
                 lines.append(f"| {label} | {tokens} | " + " | ".join(cells) + " |")
     lines += scoring_comparison(result)
+    lines += stage_comparison(result)
     for name, notes in result.get("engine_notes", {}).items():
         lines.append(f"\n{name}: {'; '.join(notes)}")
     return "\n".join(lines) + "\n"
@@ -201,6 +240,44 @@ def scoring_comparison(result: dict, ours: str = "moe_routing.route(out=)") -> l
         shift = f" (bias{key[7]:+g})" if key[7] else ""
         lines.append(f"| {key[0]} / {key[1]}{shift} | {key[4]} | {key[6]} | {_cell(mine)} | {_cell(sigmoid)} | "
                      f"{mine['device_median'] / sigmoid['device_median']:.2f} | {engine_cells[0]} | {engine_cells[1]} |")
+    return lines
+
+
+# The routing stage's targets: route_plan against route() (at most 1.3x up to 256 tokens, 2x beyond); the whole
+# stage against vLLM's top-k + align (at least 3x faster); align alone against vLLM's (at least 2x).
+PLAN_OVER_ROUTE = ((256, 1.3), (65536, 2.0))
+STAGE_SPEEDUP, ALIGN_SPEEDUP = 3.0, 2.0
+
+
+def stage_comparison(result: dict) -> list[str]:
+    """Markdown lines for the routing-stage rows (the ``plan`` preset): each arm's device time and the ratios the
+    targets name, with each ratio marked met or not; empty when the run has no stage rows."""
+    index = {(r["label"], r["tokens"], r["arm"]): r for r in result["rows"] if "device_median" in r}
+    shapes = list(dict.fromkeys((r["label"], r["tokens"]) for r in result["rows"]
+                                if r["arm"] == "moe_routing.route_plan(out=)"))
+    if not shapes:
+        return []
+    lines = ["", "The routing stage (top-k + blocks plan at vLLM's default block size), device time (µs, median ± "
+             "drift) and the targets' ratios (✓ met, ✗ not):", "",
+             "| shape | T | route(out=) | route_plan(out=) | plan / route | vLLM top-k + align | vLLM / route_plan "
+             "| align | vLLM align | vLLM align / align |", "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def ratio(numerator, denominator, bound, at_most):
+        if numerator is None or denominator is None:
+            return "–"
+        value = numerator["device_median"] / denominator["device_median"]
+        return f"{value:.2f}x {'✓' if (value <= bound if at_most else value >= bound) else '✗'}"
+
+    for label, tokens in shapes:
+        get = lambda arm: index.get((label, tokens, arm))  # noqa: E731
+        route_row, plan_row = get("moe_routing.route(out=)"), get("moe_routing.route_plan(out=)")
+        vllm_stage, ours_align, vllm_align = get("vLLM top-k + align"), get("moe_routing.align"), \
+            get("vLLM moe_align_block_size")
+        bound = next(b for t, b in PLAN_OVER_ROUTE if tokens <= t) if tokens <= PLAN_OVER_ROUTE[-1][0] else None
+        lines.append(f"| {label} | {tokens} | {_cell(route_row)} | {_cell(plan_row)} | "
+                     f"{ratio(plan_row, route_row, bound, True) if bound else '–'} | {_cell(vllm_stage)} | "
+                     f"{ratio(vllm_stage, plan_row, STAGE_SPEEDUP, False)} | {_cell(ours_align)} | "
+                     f"{_cell(vllm_align)} | {ratio(vllm_align, ours_align, ALIGN_SPEEDUP, False)} |")
     return lines
 
 

@@ -1,0 +1,312 @@
+"""Dispatch plans (docs/semantics.md, rule 9): ``align`` (blocks) and ``group`` (grouped) against a literal loop
+reading of the rule and against the reference, ``route_plan`` against route() + align / group, and every bad call.
+
+The kernel runs in Triton's interpreter here; the two-launch path (chunks of slots) is forced onto small calls with
+a small chunk, so that every stage of the kernel runs on a few hundred slots."""
+
+import pytest
+import torch
+
+import moe_routing
+from conftest import DEVICE, random_bias, random_logits
+from moe_routing import reference
+from moe_routing.kernels.plan_launch import ONE_PROGRAM_SLOTS, PlanLaunch, launch_plan, plan_launch
+from moe_routing.kernels._plan import PLACE_COUNTED, PLACE_OWN
+from moe_routing.plan_call import check_plan_call
+
+POISON = -77
+
+
+def literal_blocks(ids, block_size, experts, expert_map=None, ignore_invalid=False, pad_sorted_ids=False):
+    """Rule 9's blocks layout read literally: a loop over the slots, then over the experts in ascending order."""
+    flat = ids.reshape(-1).tolist()
+    slots = len(flat)
+    by_bin = {}
+    for slot, expert in enumerate(flat):
+        if not 0 <= expert < experts:
+            continue
+        bin_ = expert
+        if expert_map is not None and ignore_invalid:
+            bin_ = int(expert_map[expert])
+            if bin_ < 0:
+                continue
+        by_bin.setdefault(bin_, []).append(slot)
+    sorted_ids, expert_ids = [], []
+    for bin_ in sorted(by_bin):
+        members = by_bin[bin_]
+        padded = -(-len(members) // block_size) * block_size
+        sorted_ids += members + [slots] * (padded - len(members))
+        value = int(expert_map[bin_]) if expert_map is not None and not ignore_invalid else bin_
+        expert_ids += [value] * (padded // block_size)
+    capacity = slots + experts * (block_size - 1)
+    if pad_sorted_ids:
+        capacity = -(-capacity // block_size) * block_size
+    if slots < experts:
+        capacity = min(slots * block_size, capacity)
+    used = len(sorted_ids)
+    return (sorted_ids + [slots] * (capacity - used), expert_ids + [-1] * (-(-capacity // block_size) - len(expert_ids)),
+            used)
+
+
+def literal_group(ids, experts, expert_map=None):
+    flat = ids.reshape(-1).tolist()
+    local = experts if expert_map is None else max(int(expert_map.max()) + 1, 0)
+    by_bin, dropped = {}, []
+    for slot, expert in enumerate(flat):
+        bin_ = expert if 0 <= expert < experts else -1
+        if bin_ >= 0 and expert_map is not None:
+            bin_ = int(expert_map[expert])
+        (by_bin.setdefault(bin_, []) if bin_ >= 0 else dropped).append(slot)
+    permutation, offsets, end = [], [], 0
+    for bin_ in range(local):
+        permutation += by_bin.get(bin_, [])
+        end += len(by_bin.get(bin_, []))
+        offsets.append(end)
+    return permutation + dropped, offsets
+
+
+def random_ids(tokens, topk, experts, seed, dtype=torch.int32, invalid=True):
+    """Routing-like ids (distinct within a row), with padded rows (-1) and ids >= E where ``invalid``."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.stack([torch.randperm(experts, generator=gen)[:topk] for _ in range(tokens)]) if tokens else \
+        torch.empty(0, topk, dtype=torch.int64)
+    if invalid and tokens:
+        ids[::5] = -1  # padded rows
+        ids[1::7, 0] = experts + 3
+    return ids.to(dtype).to(DEVICE)
+
+
+def maps(experts):
+    """Expert-parallel maps as vLLM builds them: this rank holds a contiguous quarter, or every fourth expert
+    (round robin); plus one holding none."""
+    share = max(experts // 4, 1)
+    contiguous = torch.full((experts,), -1, dtype=torch.int32)
+    contiguous[share:2 * share] = torch.arange(share, dtype=torch.int32)
+    round_robin = torch.full((experts,), -1, dtype=torch.int32)
+    round_robin[1::4] = torch.arange(len(range(1, experts, 4)), dtype=torch.int32)
+    return {"contiguous": contiguous.to(DEVICE), "round robin": round_robin.to(DEVICE),
+            "none held": torch.full((experts,), -1, dtype=torch.int32, device=DEVICE)}
+
+
+def poisoned(call, scatter=False):
+    out = (torch.full((call.capacity,), POISON, dtype=torch.int32, device=DEVICE),
+           torch.full((call.blocks,), POISON, dtype=torch.int32, device=DEVICE),
+           torch.full((1,), POISON, dtype=torch.int32, device=DEVICE))
+    return out + ((torch.full((call.slots, 1), POISON, dtype=torch.int32, device=DEVICE),) if scatter else ())
+
+
+def assert_blocks(result, ids, block_size, experts, expert_map=None, ignore=False, pad=False):
+    sorted_ids, expert_ids, used = literal_blocks(ids.cpu(), block_size, experts,
+                                                  None if expert_map is None else expert_map.cpu(), ignore, pad)
+    assert result[0].tolist() == sorted_ids
+    assert result[1].tolist() == expert_ids
+    assert result[2].tolist() == [used]
+    if len(result) == 4:
+        assert result[3].shape == (ids.numel(), 1)
+        kept = set(s for s in sorted_ids if s < ids.numel())
+        assert result[3].view(-1).tolist() == [s if s in kept else -1 for s in range(ids.numel())]
+
+
+SHAPES = [(1, 8, 256, 16), (3, 6, 64, 16), (13, 8, 256, 1), (7, 5, 37, 4), (64, 8, 64, 64), (31, 8, 128, 256),
+          (2, 1, 257, 32), (0, 8, 64, 16)]
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)
+@pytest.mark.parametrize("tokens,topk,experts,block_size", SHAPES, ids=str)
+def test_align_is_the_rule(tokens, topk, experts, block_size, dtype):
+    ids = random_ids(tokens, topk, experts, seed=tokens + experts, dtype=dtype)
+    call = check_plan_call(ids, experts, block_size)
+    for pad in (False, True):
+        out = poisoned(call._replace(pad_sorted_ids=pad), scatter=True)
+        result = moe_routing.align(ids, block_size, experts, None, pad, return_scatter_idx=True, out=out)
+        assert all(r is o for r, o in zip(result, out))
+        assert_blocks(result, ids, block_size, experts, pad=pad)
+        expected = reference.align(ids, block_size, experts, None, pad, return_scatter_idx=True)
+        assert all(torch.equal(r, e) for r, e in zip(result, expected))
+
+
+@pytest.mark.parametrize("placement", ["contiguous", "round robin", "none held"])
+@pytest.mark.parametrize("ignore", [True, False], ids=["ignore invalid", "map afterwards"])
+def test_align_with_an_expert_map(placement, ignore):
+    experts, block_size = 64, 16
+    ids = random_ids(29, 6, experts, seed=5)
+    expert_map = maps(experts)[placement]
+    result = moe_routing.align(ids, block_size, experts, expert_map, False, ignore, return_scatter_idx=ignore)
+    assert_blocks(result, ids, block_size, experts, expert_map, ignore)
+    if ignore:  # blocks hold local ids only
+        used = result[2].item() // block_size
+        assert (result[1][:used] >= 0).all() and (result[1][used:] == -1).all()
+
+
+@pytest.mark.parametrize("tokens,topk,experts", [(1, 8, 256), (13, 8, 64), (40, 6, 37), (0, 4, 16), (3, 2, 13)],
+                         ids=str)
+@pytest.mark.parametrize("placement", [None, "contiguous", "round robin", "none held"])
+def test_group_is_the_rule(tokens, topk, experts, placement):
+    expert_map = None if placement is None else maps(experts)[placement]
+    ids = random_ids(tokens, topk, experts, seed=experts + tokens, dtype=torch.int64)
+    call = check_plan_call(ids, experts, None, expert_map)
+    out = (torch.full((call.slots,), POISON, dtype=torch.int32, device=DEVICE),
+           torch.full((call.local_experts,), POISON, dtype=torch.int32, device=DEVICE))
+    permutation, offsets = moe_routing.group(ids, experts, expert_map=expert_map, out=out)
+    assert permutation is out[0] and offsets is out[1]
+    expected = literal_group(ids.cpu(), experts, None if expert_map is None else expert_map.cpu())
+    assert (permutation.tolist(), offsets.tolist()) == expected
+    assert all(torch.equal(a, b) for a, b in zip((permutation, offsets),
+                                                  reference.group(ids, experts, expert_map=expert_map)))
+
+
+def test_the_two_launch_path_on_small_chunks():
+    """Chunks of 64 slots (several programs, each counting its chunk, then placing by the earlier chunks' counts):
+    the same plans as one program, for both layouts, with and without a map."""
+    experts = 64
+    ids = random_ids(45, 6, experts, seed=3)
+    for block_size, expert_map in ((16, None), (4, maps(experts)["round robin"]), (None, None),
+                                   (None, maps(experts)["contiguous"])):
+        call = check_plan_call(ids, experts, block_size, expert_map, ignore_invalid_experts=True)
+        one = plan_launch(call)
+        assert one.programs == 1 and one.constexprs["STAGE"] == PLACE_OWN
+        chunked = PlanLaunch(-(-call.slots // 64), 64, {**one.constexprs, "STAGE": PLACE_COUNTED})
+        results = []
+        for launch in (one, chunked):
+            if block_size:
+                out = poisoned(call, scatter=True)
+                launch_plan(call, ids, expert_map, *out, launch=launch._replace(
+                    constexprs={**launch.constexprs, "SCATTER": True}))
+            else:
+                out = (torch.full((call.slots,), POISON, dtype=torch.int32, device=DEVICE),
+                       torch.full((call.local_experts,), POISON, dtype=torch.int32, device=DEVICE))
+                launch_plan(call, ids, expert_map, permutation=out[0], offsets=out[1], launch=launch)
+            results.append(out)
+        for a, b in zip(*results):
+            assert torch.equal(a, b), (block_size, expert_map is not None)
+        if block_size:
+            assert_blocks(results[0], ids, block_size, experts, expert_map, True)
+
+
+def test_plans_take_one_launch_up_to_the_limit_and_chunks_beyond():
+    small = check_plan_call(torch.zeros(512, 8, dtype=torch.int32), 256, 16)
+    large = check_plan_call(torch.zeros(65536, 8, dtype=torch.int32), 256, 16)
+    assert small.slots <= ONE_PROGRAM_SLOTS and plan_launch(small).programs == 1
+    assert plan_launch(large).programs == -(-large.slots // plan_launch(large).chunk) > 1
+
+
+@pytest.mark.parametrize("block_size", [None, 16])
+@pytest.mark.parametrize("case", ["deepseek-v3", "softmax", "padded int64"])
+def test_route_plan_is_route_then_the_plan(case, block_size):
+    experts, topk = (64, 6) if case == "softmax" else (256, 8)
+    logits = random_logits(9, experts, torch.bfloat16, seed=experts)
+    kwargs = dict(correction_bias=random_bias(experts), num_expert_group=8, topk_group=4, routed_scaling_factor=2.5)
+    if case == "softmax":
+        kwargs = dict(scoring_func="softmax")
+    if case == "padded int64":
+        kwargs.update(is_padding=torch.tensor([i % 3 == 0 for i in range(9)], device=DEVICE), ids_dtype=torch.int64)
+    plan = moe_routing.route_plan(logits, topk, block_size=block_size, **kwargs)
+    weights, ids = moe_routing.route(logits, topk, **kwargs)
+    assert torch.equal(plan.weights, weights) and torch.equal(plan.ids, ids)
+    if block_size is None:
+        assert plan.sorted_token_ids is None and plan.expert_ids is None and plan.num_tokens_post_padded is None
+        expected = moe_routing.group(ids, experts)
+        assert torch.equal(plan.permutation, expected[0]) and torch.equal(plan.offsets, expected[1])
+    else:
+        assert plan.permutation is None and plan.offsets is None
+        expected = moe_routing.align(ids, block_size, experts)
+        assert all(torch.equal(a, b) for a, b in zip(plan[2:5], expected))
+    assert plan == type(plan)(*plan)  # a NamedTuple
+    expected = reference.route_plan(logits.cpu(), topk, block_size=block_size,
+                                    **{k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()})
+    torch.testing.assert_close(plan.weights.cpu(), expected.weights, rtol=0, atol=5e-6)  # float32 rounding
+    assert all((a is None and b is None) or torch.equal(a.cpu(), b) for a, b in zip(plan[1:], expected[1:]))
+
+
+def test_route_plan_writes_into_caller_buffers():
+    logits = random_logits(5, 64, torch.float32, seed=1)
+    call = check_plan_call(torch.zeros(5, 6, dtype=torch.int32), 64, 16)
+    blocks = poisoned(call)
+    out = moe_routing.RoutePlan(torch.full((5, 6), float("nan"), device=DEVICE),
+                                torch.full((5, 6), POISON, dtype=torch.int32, device=DEVICE), *blocks, None, None)
+    plan = moe_routing.route_plan(logits, 6, block_size=16, out=out)
+    assert all(p is o for p, o in zip(plan, out))
+    assert not torch.isnan(plan.weights).any() and (plan.ids != POISON).all()
+    assert_blocks(plan[2:5], plan.ids, 16, 64)
+
+
+IDS = torch.zeros(4, 2, dtype=torch.int32, device=DEVICE)
+BAD_ALIGN = [  # (what, arguments, keywords, error, the argument named)
+    ("float ids", (IDS.float(), 16, 8), {}, TypeError, "topk_ids"),
+    ("1-D ids", (IDS.view(-1), 16, 8), {}, ValueError, "topk_ids"),
+    ("ids not a tensor", ([[0, 1]], 16, 8), {}, TypeError, "topk_ids"),
+    ("block size 0", (IDS, 0, 8), {}, ValueError, "block_size"),
+    ("block size a float", (IDS, 16.0, 8), {}, TypeError, "block_size"),
+    ("no experts", (IDS, 16, 0), {}, ValueError, "num_experts"),
+    ("map too short", (IDS, 16, 8, torch.zeros(7, dtype=torch.int32, device=DEVICE)), {}, ValueError, "expert_map"),
+    ("map of floats", (IDS, 16, 8, torch.zeros(8, device=DEVICE)), {}, TypeError, "expert_map"),
+    ("map entry out of range", (IDS, 16, 8, torch.full((8,), 8, dtype=torch.int32, device=DEVICE)), {}, ValueError,
+     "expert_map"),
+    ("map entry below -1", (IDS, 16, 8, torch.full((8,), -2, dtype=torch.int32, device=DEVICE)), {}, ValueError,
+     "expert_map"),
+    ("flag not a bool", (IDS, 16, 8, None, 1), {}, TypeError, "pad_sorted_ids"),
+    ("scatter with an unapplied map", (IDS, 16, 8, torch.zeros(8, dtype=torch.int32, device=DEVICE)),
+     dict(return_scatter_idx=True), ValueError, "return_scatter_idx"),
+    ("out too small", (IDS, 16, 8), dict(out=(torch.empty(7, dtype=torch.int32, device=DEVICE),
+                                             torch.empty(64, dtype=torch.int32, device=DEVICE),
+                                             torch.empty(1, dtype=torch.int32, device=DEVICE))), ValueError,
+     "sorted_token_ids"),
+    ("out of int64", (IDS, 16, 8), dict(out=(torch.empty(128, dtype=torch.int64, device=DEVICE),
+                                            torch.empty(64, dtype=torch.int32, device=DEVICE),
+                                            torch.empty(1, dtype=torch.int32, device=DEVICE))), TypeError,
+     "sorted_token_ids"),
+    ("out missing one", (IDS, 16, 8), dict(out=(torch.empty(128, dtype=torch.int32, device=DEVICE),)), TypeError,
+     "out"),
+    ("expert_ids too small", (IDS, 16, 8), dict(out=(torch.empty(128, dtype=torch.int32, device=DEVICE),
+                                                    torch.empty(1, dtype=torch.int32, device=DEVICE),
+                                                    torch.empty(1, dtype=torch.int32, device=DEVICE))), ValueError,
+     "expert_ids"),
+]
+
+
+@pytest.mark.parametrize("entry", [moe_routing.align, reference.align], ids=["op", "reference"])
+@pytest.mark.parametrize("what,args,kwargs,error,argument", BAD_ALIGN, ids=[b[0] for b in BAD_ALIGN])
+def test_bad_align_calls_raise_naming_the_argument(entry, what, args, kwargs, error, argument):
+    if entry is reference.align and "out" in kwargs:
+        pytest.skip("the reference checks no buffers")
+    with pytest.raises(error, match=argument):
+        entry(*args, **kwargs)
+
+
+BAD_GROUP = [
+    ("float ids", (IDS.double(), 8), {}, TypeError, "topk_ids"),
+    ("experts a float", (IDS, 8.0), {}, TypeError, "num_experts"),
+    ("map on wrong length", (IDS, 8), dict(expert_map=torch.zeros(9, dtype=torch.int64, device=DEVICE)), ValueError,
+     "expert_map"),
+    ("permutation too short", (IDS, 8), dict(out=(torch.empty(7, dtype=torch.int32, device=DEVICE),
+                                                 torch.empty(8, dtype=torch.int32, device=DEVICE))), ValueError,
+     "permutation"),
+    ("offsets of int64", (IDS, 8), dict(out=(torch.empty(8, dtype=torch.int32, device=DEVICE),
+                                            torch.empty(8, dtype=torch.int64, device=DEVICE))), TypeError, "offsets"),
+]
+
+
+@pytest.mark.parametrize("what,args,kwargs,error,argument", BAD_GROUP, ids=[b[0] for b in BAD_GROUP])
+def test_bad_group_calls_raise_naming_the_argument(what, args, kwargs, error, argument):
+    with pytest.raises(error, match=argument):
+        moe_routing.group(*args, **kwargs)
+
+
+def test_bad_route_plan_calls_raise_naming_the_argument():
+    logits = random_logits(2, 16)
+    with pytest.raises(ValueError, match="block_size"):
+        moe_routing.route_plan(logits, 2, block_size=0)
+    with pytest.raises(ValueError, match="pad_sorted_ids"):
+        moe_routing.route_plan(logits, 2, pad_sorted_ids=True)
+    with pytest.raises(TypeError, match="out"):
+        moe_routing.route_plan(logits, 2, out=(None,))
+    with pytest.raises(TypeError, match="topk"):
+        moe_routing.route_plan(logits, 2.0)
+
+
+def test_align_compiles_under_torch_compile():
+    ids = random_ids(6, 4, 32, seed=2)
+    compiled = torch.compile(lambda t: moe_routing.align(t, 8, 32), fullgraph=True, backend="eager")
+    assert all(torch.equal(a, b) for a, b in zip(compiled(ids), moe_routing.align(ids, 8, 32)))
+    grouped = torch.compile(lambda t: moe_routing.group(t, 32), fullgraph=True, backend="eager")
+    assert all(torch.equal(a, b) for a, b in zip(grouped(ids), moe_routing.group(ids, 32)))
