@@ -310,3 +310,16 @@ def test_align_compiles_under_torch_compile():
     assert all(torch.equal(a, b) for a, b in zip(compiled(ids), moe_routing.align(ids, 8, 32)))
     grouped = torch.compile(lambda t: moe_routing.group(t, 32), fullgraph=True, backend="eager")
     assert all(torch.equal(a, b) for a, b in zip(grouped(ids), moe_routing.group(ids, 32)))
+
+
+def test_a_map_is_read_again_when_changed_in_place_or_replaced():
+    """E_local comes from the map's entries, read once per map and in-place version: an in-place change, or a new
+    map where a freed one was (the allocator reuses its memory), is read again."""
+    ids = random_ids(3, 2, 16, seed=4, invalid=False)
+    expert_map = torch.arange(16, dtype=torch.int32, device=DEVICE)
+    assert moe_routing.group(ids, 16, expert_map=expert_map)[1].numel() == 16
+    expert_map[8:] = -1
+    assert moe_routing.group(ids, 16, expert_map=expert_map)[1].numel() == 8
+    del expert_map
+    replaced = torch.full((16,), -1, dtype=torch.int32, device=DEVICE)
+    assert moe_routing.group(ids, 16, expert_map=replaced)[1].numel() == 0

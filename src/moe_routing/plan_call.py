@@ -9,6 +9,7 @@ engine's callers can slice the buffers as they slice vLLM's.
 
 from __future__ import annotations
 
+import weakref
 from typing import NamedTuple
 
 import torch
@@ -53,7 +54,9 @@ class PlanCall(NamedTuple):
         return -(-self.capacity // self.block_size)
 
 
-_checked_maps: dict[tuple, int] = {}  # expert maps found valid, by storage and version -> their E_local
+# expert maps found valid: id(map) -> (a weak reference to it, its in-place version, E, its E_local). Keyed by the
+# tensor itself, not its address: the caching allocator hands a freed map's memory to the next one.
+_checked_maps: dict[int, tuple] = {}
 
 
 def check_ids(topk_ids, name: str = "topk_ids") -> tuple[int, int]:
@@ -99,11 +102,9 @@ def _check_map(expert_map, experts: int, device) -> int:
                          f"{tuple(expert_map.shape)}")
     if expert_map.device != device:
         raise ValueError(f"expert_map is on {expert_map.device}, topk_ids on {device}")
-    key = (expert_map.untyped_storage().data_ptr(), expert_map.storage_offset(), expert_map.stride(),
-           expert_map._version, str(expert_map.device), experts)
-    local = _checked_maps.get(key)
-    if local is not None:
-        return local
+    found = _checked_maps.get(id(expert_map))
+    if found is not None and found[0]() is expert_map and found[1:3] == (expert_map._version, experts):
+        return found[3]
     if expert_map.is_cuda and torch.cuda.is_current_stream_capturing():
         return experts
     low, high = (int(v) for v in torch.aminmax(expert_map))
@@ -112,8 +113,9 @@ def _check_map(expert_map, experts: int, device) -> int:
                          f"index, or -1 for an expert another rank holds)")
     if len(_checked_maps) >= 1024:
         _checked_maps.clear()
-    _checked_maps[key] = max(high + 1, 0)
-    return _checked_maps[key]
+    local = max(high + 1, 0)
+    _checked_maps[id(expert_map)] = (weakref.ref(expert_map), expert_map._version, experts, local)
+    return local
 
 
 def check_buffer(name: str, tensor, least: int, device, dtype=torch.int32, shape: tuple | None = None) -> None:
