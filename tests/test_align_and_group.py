@@ -323,3 +323,42 @@ def test_a_map_is_read_again_when_changed_in_place_or_replaced():
     del expert_map
     replaced = torch.full((16,), -1, dtype=torch.int32, device=DEVICE)
     assert moe_routing.group(ids, 16, expert_map=replaced)[1].numel() == 0
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA graphs need a GPU")
+def test_plans_replay_in_a_cuda_graph():
+    """align, group and route_plan into caller buffers are captured in a CUDA graph (no host sync: a map is read
+    once before capture) and a replay on new ids gives the eager plans."""
+    experts, topk = 256, 8
+    logits = random_logits(37, experts, torch.bfloat16, seed=7)
+    bias = random_bias(experts)
+    expert_map = maps(experts)["round robin"]
+    kwargs = dict(correction_bias=bias, num_expert_group=8, topk_group=4)
+    ids = moe_routing.route(logits, topk, **kwargs)[1].clone()
+    call = check_plan_call(ids, experts, 16, expert_map, ignore_invalid_experts=True)
+    blocks = poisoned(call)
+    grouped = (torch.empty(call.slots, dtype=torch.int32, device=DEVICE),
+               torch.empty(call.local_experts, dtype=torch.int32, device=DEVICE))
+    routed = moe_routing.RoutePlan(torch.empty(37, topk, device=DEVICE),
+                                   torch.empty(37, topk, dtype=torch.int32, device=DEVICE), *poisoned(call), None, None)
+
+    def stage():
+        moe_routing.align(ids, 16, experts, expert_map, False, True, out=blocks)
+        moe_routing.group(ids, experts, expert_map=expert_map, out=grouped)
+        moe_routing.route_plan(logits, topk, block_size=16, expert_map=expert_map, ignore_invalid_experts=True,
+                               out=routed, **kwargs)
+
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        stage()  # compiles outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            stage()
+    logits.copy_(random_logits(37, experts, torch.bfloat16, seed=8))
+    ids.copy_(moe_routing.route(logits, topk, **kwargs)[1])
+    graph.replay()
+    torch.cuda.synchronize()
+    expected = moe_routing.align(ids, 16, experts, expert_map, False, True)
+    assert all(torch.equal(a, b) for a, b in zip(blocks, expected))
+    assert all(torch.equal(a, b) for a, b in zip(grouped, moe_routing.group(ids, experts, expert_map=expert_map)))
+    assert torch.equal(routed.ids, ids) and all(torch.equal(a, b) for a, b in zip(routed[2:5], expected))
