@@ -19,7 +19,7 @@ import torch
 
 from . import reference
 from .op import _kernel_module, route
-from .plan_call import MAP_BINS, PlanCall, RoutePlan, check_buffer, check_plan_call
+from .plan_call import MAP_BINS, PlanCall, RoutePlan, check_buffer, check_plan_call, check_scatter_request
 
 __all__ = ["RoutePlan", "align", "group", "route_plan"]
 
@@ -72,7 +72,7 @@ def align(
     >>> sorted_token_ids, expert_ids, num_tokens_post_padded = moe_routing.align(ids, 16, 256)
     """
     call = check_plan_call(topk_ids, num_experts, block_size, expert_map, pad_sorted_ids, ignore_invalid_experts)
-    reference._check_scatter_request(call, return_scatter_idx)
+    check_scatter_request(call, return_scatter_idx)
     device = topk_ids.device
     if out is None:
         out = (torch.empty(call.capacity, dtype=torch.int32, device=device),

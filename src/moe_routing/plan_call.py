@@ -118,6 +118,15 @@ def _check_map(expert_map, experts: int, device) -> int:
     return local
 
 
+def check_scatter_request(call: PlanCall, return_scatter_idx) -> None:
+    """``return_scatter_idx``: a bool, and with a map only where the map makes the bins (as vLLM refuses)."""
+    if return_scatter_idx is not True and return_scatter_idx is not False:
+        raise TypeError(f"return_scatter_idx must be a bool, got {type(return_scatter_idx).__name__}")
+    if return_scatter_idx and call.map_mode == MAP_VALUES:
+        raise ValueError("return_scatter_idx with an expert_map needs ignore_invalid_experts=True (the slots of "
+                         "other ranks' experts are then dropped; vLLM refuses the other case too)")
+
+
 def check_buffer(name: str, tensor, least: int, device, dtype=torch.int32, shape: tuple | None = None) -> None:
     """A caller's output buffer: ``dtype``, on ``device``, contiguous, 1-D with at least ``least`` entries (or of
     exactly ``shape``)."""

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .call import SIGMOID, SOFTMAX, RoutingCall, check_call, check_hash_call
-from .plan_call import MAP_BINS, MAP_VALUES, PlanCall, RoutePlan, check_plan_call
+from .plan_call import MAP_BINS, MAP_VALUES, PlanCall, RoutePlan, check_plan_call, check_scatter_request
 
 # Selection categories, best first: a valid expert of a kept group, an invalid one, a forbidden one.
 _VALID, _INVALID, _FORBIDDEN = 2, 1, 0
@@ -218,7 +218,7 @@ def align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map:
           out: tuple | None = None) -> tuple:
     """The blocks layout like :func:`moe_routing.align`, in plain PyTorch."""
     call = check_plan_call(topk_ids, num_experts, block_size, expert_map, pad_sorted_ids, ignore_invalid_experts)
-    _check_scatter_request(call, return_scatter_idx)
+    check_scatter_request(call, return_scatter_idx)
     sorted_ids, expert_ids, post_padded = _blocks(topk_ids, call, expert_map)
     result = (sorted_ids, expert_ids, post_padded)
     if return_scatter_idx:
@@ -231,14 +231,6 @@ def align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map:
     out[0][result[0].shape[0]:].fill_(call.slots)
     out[1][result[1].shape[0]:].fill_(-1)
     return tuple(out[: len(result)])
-
-
-def _check_scatter_request(call: PlanCall, return_scatter_idx) -> None:
-    if return_scatter_idx is not True and return_scatter_idx is not False:
-        raise TypeError(f"return_scatter_idx must be a bool, got {type(return_scatter_idx).__name__}")
-    if return_scatter_idx and call.map_mode == MAP_VALUES:
-        raise ValueError("return_scatter_idx with an expert_map needs ignore_invalid_experts=True (the slots of "
-                         "other ranks' experts are then dropped; vLLM refuses the other case too)")
 
 
 def _blocks(topk_ids: torch.Tensor, call: PlanCall, expert_map: torch.Tensor | None):

@@ -25,7 +25,7 @@ import triton.language as tl
 
 COUNT, PLACE_OWN, PLACE_COUNTED = 0, 1, 2
 BLOCKS, GROUPED = 0, 1
-NO_MAP, MAP_BINS, MAP_VALUES = 0, 1, 2  # plan_call's map modes
+# MAP_MODE takes plan_call's NO_MAP, MAP_BINS, MAP_VALUES: 0, 1, 2
 
 
 @triton.jit

@@ -8,8 +8,8 @@ from typing import NamedTuple
 import torch
 import triton
 
-from ..plan_call import PlanCall
-from ._plan import BLOCKS, COUNT, GROUPED, MAP_BINS, NO_MAP, PLACE_COUNTED, PLACE_OWN, plan_kernel
+from ..plan_call import MAP_BINS, NO_MAP, PlanCall
+from ._plan import BLOCKS, COUNT, GROUPED, PLACE_COUNTED, PLACE_OWN, plan_kernel
 
 ONE_PROGRAM_SLOTS = 4096  # plans of up to this many slots (T * K) take one program: one launch
 CHUNK_SLOTS = 4096  # slots a program beyond
