@@ -61,6 +61,7 @@ class PlanKernelLaunch(NamedTuple):
 def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype) -> list[PlanKernelLaunch]:
     """Every distinct launch of the plan kernel for ids of ``experts`` experts: both layouts, every role of an expert
     map, with and without the scatter index, one program and the two-launch path's count and place."""
+    from ..kernels._plan import plan_kernel
     from ..kernels.plan_launch import NUM_WARPS, counting, plan_arguments, plan_launch
     from ..kernels.rules import Plan
     from ..plan_call import check_plan_call
@@ -71,7 +72,7 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype) -> lis
     for block_size, mapped, ignore, scatter in ((16, False, False, False), (16, False, False, True),
                                                 (16, True, True, True), (16, True, False, False),
                                                 (None, False, False, False), (None, True, False, False)):
-        call = check_plan_call(ids, experts, block_size)._replace(map_mode=0)
+        call = check_plan_call(ids, experts, block_size)
         if mapped:
             call = call._replace(map_mode=1 if ignore or block_size is None else 2)
         buffers = (torch.empty(64, dtype=torch.int32),) * 6
@@ -85,15 +86,9 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype) -> lis
                 key = tuple(sorted(stage.items())) + (args[1].dtype,)  # (the map's dtype, where one is passed)
                 if key not in seen:
                     seen.add(key)
-                    plan = Plan("plan", _plan_kernel(), stage, 1, NUM_WARPS)
+                    plan = Plan("plan", plan_kernel, stage, 1, NUM_WARPS)
                     launches.append(PlanKernelLaunch(plan, at, (args, dict(num_warps=NUM_WARPS, **stage))))
     return launches
-
-
-def _plan_kernel():
-    from ..kernels._plan import plan_kernel
-
-    return plan_kernel
 
 
 def _jobs(models, dtypes, rocm: bool, plans: bool = True) -> list[tuple[str, str, str, object]]:
