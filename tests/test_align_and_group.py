@@ -10,8 +10,8 @@ import torch
 import moe_routing
 from conftest import DEVICE, random_bias, random_logits
 from moe_routing import reference
-from moe_routing.kernels.plan_launch import ONE_PROGRAM_SLOTS, PlanLaunch, launch_plan, plan_launch
-from moe_routing.kernels._plan import PLACE_COUNTED, PLACE_OWN
+from moe_routing.kernels.plan_launch import ONE_LAUNCH_SLOTS, SLOT_CLASSES, PlanLaunch, launch_plan, plan_launch
+from moe_routing.kernels._plan import PER_BIN, PLACE_CHUNK
 from moe_routing.plan_call import check_plan_call
 
 POISON = -77
@@ -156,16 +156,16 @@ def test_group_is_the_rule(tokens, topk, experts, placement):
 
 
 def test_the_two_launch_path_on_small_chunks():
-    """Chunks of 64 slots (several programs, each counting its chunk, then placing by the earlier chunks' counts):
-    the same plans as one program, for both layouts, with and without a map."""
+    """Chunks of 64 slots (several programs, each counting its chunk, then sorting and placing it by the earlier
+    chunks' counts): the same plans as one program a bin, for both layouts, with and without a map."""
     experts = 64
     ids = random_ids(45, 6, experts, seed=3)
     for block_size, expert_map in ((16, None), (4, maps(experts)["round robin"]), (None, None),
                                    (None, maps(experts)["contiguous"])):
         call = check_plan_call(ids, experts, block_size, expert_map, ignore_invalid_experts=True)
         one = plan_launch(call)
-        assert one.programs == 1 and one.constexprs["STAGE"] == PLACE_OWN
-        chunked = PlanLaunch(-(-call.slots // 64), 64, {**one.constexprs, "STAGE": PLACE_COUNTED})
+        assert one.launches == 1 and one.constexprs["STAGE"] == PER_BIN
+        chunked = PlanLaunch(-(-call.slots // 64), {**one.constexprs, "STAGE": PLACE_CHUNK, "SLOTS": 64}, 4)
         results = []
         for launch in (one, chunked):
             if block_size:
@@ -186,8 +186,15 @@ def test_the_two_launch_path_on_small_chunks():
 def test_plans_take_one_launch_up_to_the_limit_and_chunks_beyond():
     small = check_plan_call(torch.zeros(512, 8, dtype=torch.int32), 256, 16)
     large = check_plan_call(torch.zeros(65536, 8, dtype=torch.int32), 256, 16)
-    assert small.slots <= ONE_PROGRAM_SLOTS and plan_launch(small).programs == 1
-    assert plan_launch(large).programs == -(-large.slots // plan_launch(large).chunk) > 1
+    one, chunked = plan_launch(small), plan_launch(large)
+    assert small.slots <= ONE_LAUNCH_SLOTS and one.launches == 1
+    assert one.programs == 256 + 1 and one.constexprs["SLOTS"] == ONE_LAUNCH_SLOTS  # a program a bin, then the dropped
+    assert chunked.launches == 2 and chunked.programs == -(-large.slots // chunked.constexprs["SLOTS"]) > 1
+    for slots in (0, 1, 255, 256, 257, 1024, 1025, ONE_LAUNCH_SLOTS):
+        call = check_plan_call(torch.zeros(slots, 1, dtype=torch.int32), 64, 16)
+        assert plan_launch(call).constexprs["SLOTS"] == min(size for size in SLOT_CLASSES if size >= slots)
+    mapped = check_plan_call(torch.zeros(4, 8, dtype=torch.int32), 64, None, torch.arange(64) % 8 - 1)
+    assert plan_launch(mapped).programs == 7 + 1  # a program a local expert, then the dropped
 
 
 @pytest.mark.parametrize("block_size", [None, 16])

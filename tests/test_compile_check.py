@@ -121,8 +121,10 @@ def test_one_plan_compiles_for_sm_90_with_pdl_and_without_spills(tmp_path):
 
 def test_plan_kernel_launches_cover_every_compile_time_choice():
     """compile-check builds the dispatch-plan kernel as align/group launch it: both layouts, the map's three roles,
-    the scatter index, one program and both launches of the chunked path, int32 and int64 ids; each binary once."""
-    from moe_routing.kernels._plan import COUNT, PLACE_COUNTED, PLACE_OWN
+    the scatter index, every slot class of the one-launch path and both launches of the chunked path, int32 and int64
+    ids; each binary once."""
+    from moe_routing.kernels._plan import COUNT, PER_BIN, PLACE_CHUNK
+    from moe_routing.kernels.plan_launch import SLOT_CLASSES
 
     for ids_dtype in (torch.int32, torch.int64):
         launches = compile_check.plan_kernel_launches(256, 8, ids_dtype)
@@ -132,12 +134,19 @@ def test_plan_kernel_launches_cover_every_compile_time_choice():
                     zip((tuple(sorted(launch.plan.constexprs.items())) for launch in launches), launches)}) == \
             len(launches)
         chosen = {(c["LAYOUT"], c["MAP_MODE"], c["SCATTER"], c["STAGE"]) for c in map(dict, seen)}
-        for stage in (PLACE_OWN, PLACE_COUNTED):
+        for stage in (PER_BIN, PLACE_CHUNK):
             assert {(0, 0, False, stage), (0, 0, True, stage), (0, 1, True, stage), (0, 2, False, stage),
                     (1, 0, False, stage), (1, 1, False, stage)} <= chosen
-        assert {(0, 0, False, COUNT), (0, 1, False, COUNT), (1, 0, False, COUNT), (1, 1, False, COUNT)} <= chosen
+        assert {(0, 0, False, COUNT), (0, 1, False, COUNT)} == {key for key in chosen if key[3] == COUNT}
+        one_launch = {dict(key)["SLOTS"] for key in seen if dict(key)["STAGE"] == PER_BIN}
+        assert one_launch == set(SLOT_CLASSES)
         args, kwargs = launches[0].arguments()
         assert args[0].dtype == ids_dtype and kwargs["num_warps"] > 0
+        assert not any(launch.plan.constexprs["GRID_WAIT"] or "launch_pdl" in launch.arguments()[1]
+                       for launch in launches)  # AMD: no programmatic launch
+        nvidia = compile_check.plan_kernel_launches(256, 8, ids_dtype, rocm=False)
+        assert len(nvidia) == len(launches)  # as launched on Hopper: each launch programmatic
+        assert all(launch.plan.constexprs["GRID_WAIT"] and launch.arguments()[1]["launch_pdl"] for launch in nvidia)
     jobs = compile_check._jobs(("moonlight",), (torch.bfloat16,), rocm=True)
     assert any(layout == "plan" for _, _, layout, _ in jobs)
     assert not any(layout == "plan" for _, _, layout, _ in compile_check._jobs(("moonlight",), (torch.bfloat16,),

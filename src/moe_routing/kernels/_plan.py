@@ -2,28 +2,29 @@
 the grouped layout (a permutation and offsets for grouped GEMMs), exact and deterministic (docs/semantics.md,
 rule 9; docs/kernels.md, "Dispatch plans").
 
-Every slot's place is fixed by counting alone, never by the order in which programs or threads arrive: a slot's
-rank inside its expert is the number of earlier slots of that expert, counted over the slots before its program's
-chunk (each earlier chunk's histogram), over the sub-chunks before its own in the chunk (a running histogram), and
-inside its sub-chunk (an all-pairs comparison). So within an expert the slots come in ascending order, at every
-size and on every GPU.
+Every slot's place is fixed by counting alone, never by the order in which programs or threads arrive, so within
+an expert the slots come in ascending order at every size and on every GPU. No entry is written by two programs
+and no program waits for another: each position of every output belongs to exactly one program.
 
 One kernel, three stages (``STAGE``):
 
-* ``COUNT``: each program writes its chunk's histogram to the workspace (the first of two launches);
-* ``PLACE_OWN``: one program counts every slot itself, then places them (one launch, small plans);
-* ``PLACE_COUNTED``: each program reads the workspace's histograms, then places its chunk's slots.
+* ``PER_BIN`` (one launch, plans of up to a few thousand slots): one program a bin (an expert, a local expert,
+  then the dropped slots). Each loads every slot's bin at once, takes the histogram, the bins' starts (a cumulative
+  sum of the counts, block-padded in the blocks layout) and places its own bin's slots by a cumulative count of
+  them: no serial steps, every bin at once.
+* ``COUNT`` (first of two launches, larger plans): each program writes its chunk's histogram to the workspace.
+* ``PLACE_CHUNK`` (second launch): each program sums the workspace's histograms (all chunks, and the chunks before
+  its own), sorts its chunk's slots by (bin, slot) and places them at ``start[bin] + earlier chunks' count +
+  rank in the chunk``. The blocks layout's padding, block experts and tail are shared out among the programs.
 
-The blocks layout is first filled (the sentinel in every entry of sorted_token_ids, -1 in every block of
-expert_ids: each program a share, in the counting launch, or the one program before a barrier), then the slots and
-each used block's expert are written over it: the padding after an expert's slots and the tail past the used entries
-keep the fill. Program 0 writes ``num_tokens_post_padded`` or the offsets.
+In the blocks layout the entries past an expert's slots (up to its block-padded size) and past the used entries
+(up to the buffer's length) get the sentinel ``T * K``; blocks past the used ones get -1.
 """
 
 import triton
 import triton.language as tl
 
-COUNT, PLACE_OWN, PLACE_COUNTED = 0, 1, 2
+PER_BIN, COUNT, PLACE_CHUNK = 0, 1, 2
 BLOCKS, GROUPED = 0, 1
 # MAP_MODE takes plan_call's NO_MAP, MAP_BINS, MAP_VALUES: 0, 1, 2
 
@@ -43,24 +44,29 @@ def _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, MAP_MODE: tl.con
 
 
 @triton.jit
-def _chunk_counts(ids_ptr, map_ptr, start, end, chunk, num_slots, num_experts, MAP_MODE: tl.constexpr,
-                  BINS: tl.constexpr, SUB: tl.constexpr):
-    """The histogram of the slots [start, end) (``end - start <= chunk``) over ``BINS`` bins (dropped slots in the
-    last)."""
-    counts = tl.zeros([BINS], dtype=tl.int32)
-    first = start
-    while first < end:  # (while loops: Triton's interpreter cannot run a range to a runtime bound)
-        slots = first + tl.arange(0, SUB)
-        bins = _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, MAP_MODE, BINS - 1)
-        counts += tl.histogram(bins, BINS, mask=slots < end)
-        first += SUB
-    return counts
+def _bin_sizes(counts, bins_range, num_experts, block_size, LAYOUT: tl.constexpr):
+    """Each bin's entries: its count block-padded (blocks layout, the dropped bin none), or its count (grouped
+    layout: the dropped bin last)."""
+    if LAYOUT == 0:
+        return tl.where(bins_range < num_experts, (counts + block_size - 1) // block_size * block_size, 0)
+    else:
+        return counts
+
+
+@triton.jit
+def _fill(ptr, first, length, value, program, programs, TAIL: tl.constexpr):
+    """``value`` into this program's share of ``ptr[first:length]`` (stretches of TAIL, programs taking turns)."""
+    begin = first + program * TAIL
+    while begin < length:  # (while loops: Triton's interpreter cannot run a range to a runtime bound)
+        where = begin + tl.arange(0, TAIL)
+        tl.store(ptr + where, value, mask=where < length)
+        begin += programs * TAIL
 
 
 # sizes are not specialised on (a value of 1 or a multiple of 16 would otherwise compile a binary of its own): one
 # binary serves every token count
 @triton.jit(do_not_specialize=["num_slots", "num_experts", "local_experts", "block_size", "sorted_len", "blocks_len",
-                               "chunk"])
+                               "programs"])
 def plan_kernel(
     # inputs
     ids_ptr, map_ptr, counts_ptr,  # ids [T * K], the expert map [E] (or a dummy), the histograms [programs, BINS]
@@ -68,94 +74,143 @@ def plan_kernel(
     sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr,  # blocks layout
     permutation_ptr, offsets_ptr,  # grouped layout
     # sizes
-    num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len, chunk,  # chunk: slots a program
+    num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len, programs,  # programs: the grid
     # what to compute
     STAGE: tl.constexpr, LAYOUT: tl.constexpr, MAP_MODE: tl.constexpr, SCATTER: tl.constexpr,
     # tunable parameters
     BINS: tl.constexpr,  # a power of two > E: the last bin holds the dropped slots
-    SUB: tl.constexpr,  # slots ranked at once by all-pairs comparison
-    TAIL: tl.constexpr,  # fill entries a program writes at once
+    SLOTS: tl.constexpr,  # slots a program loads at once: all of them (PER_BIN), its chunk (COUNT, PLACE_CHUNK)
+    ROWS: tl.constexpr,  # workspace histograms summed at once (PLACE_CHUNK)
+    TAIL: tl.constexpr,  # entries of a fill written at once
+    GRID_WAIT: tl.constexpr = False,  # launched with PDL: wait for the stream's previous kernel first
 ):
+    if GRID_WAIT:  # nothing is read before the previous kernel (route()'s, or the counting launch) has completed
+        tl.extra.cuda.gdc_wait()
     program = tl.program_id(0)
-    programs = tl.maximum((num_slots + chunk - 1) // chunk, 1)  # the grid (from arguments: loops run to it)
-    start = program * chunk
-    end = tl.minimum(start + chunk, num_slots)
     bins_range = tl.arange(0, BINS)
+    lanes = tl.arange(0, SLOTS)
+    DROPPED: tl.constexpr = BINS - 1
 
-    # ---- fill: the blocks layout's sentinel and -1 everywhere (this program's share), placed slots come after ---
-    if LAYOUT == 0 and STAGE != 2:
-        _fill(sorted_ptr, sorted_len, num_slots, program, programs, TAIL)
-        _fill(expert_ids_ptr, blocks_len, -1, program, programs, TAIL)
-
-    # ---- count: this chunk's histogram to the workspace (first launch of two) ----------------------------------
     if STAGE == 0:
-        counts = _chunk_counts(ids_ptr, map_ptr, start, end, chunk, num_slots, num_experts, MAP_MODE, BINS, SUB)
-        tl.store(counts_ptr + program * BINS + bins_range, counts)
+        _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
+                       offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
+                       program, programs, bins_range, lanes, LAYOUT, MAP_MODE, SCATTER, BINS, TAIL)
         return
 
-    # ---- every expert's total, and the slots of each expert before this chunk ---------------------------------
+    # ---- this program's chunk and its slots' bins --------------------------------------------------------------
+    slots = program * SLOTS + lanes
+    inside = slots < num_slots
+    bins = _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, MAP_MODE, DROPPED)
     if STAGE == 1:
-        totals = _chunk_counts(ids_ptr, map_ptr, start, end, chunk, num_slots, num_experts, MAP_MODE, BINS, SUB)
-        before = tl.zeros([BINS], dtype=tl.int32)
-        tl.debug_barrier()  # the fill above is done before any slot is placed over it
-    else:
-        totals = tl.zeros([BINS], dtype=tl.int32)
-        before = tl.zeros([BINS], dtype=tl.int32)
-        other = 0
-        while other < programs:
-            row = tl.load(counts_ptr + other * BINS + bins_range)
-            totals += row
-            before += tl.where(other < program, row, 0)
-            other += 1
+        tl.store(counts_ptr + program * BINS + bins_range, tl.histogram(bins, BINS, mask=inside))
+        return
 
-    # ---- where each expert's entries start ----------------------------------------------------------------------
-    real = bins_range < num_experts
-    if LAYOUT == 0:  # blocks: each expert padded to a multiple of the block size; dropped slots nowhere
-        sizes = tl.where(real, (totals + block_size - 1) // block_size * block_size, 0)
-    else:  # grouped: dropped slots after every kept one
-        sizes = totals
+    # ---- every bin's total, the slots of each bin in the chunks before this one, and in this one -----------------
+    totals = tl.zeros([BINS], dtype=tl.int32)
+    before = tl.zeros([BINS], dtype=tl.int32)
+    rows = tl.arange(0, ROWS)
+    first = 0
+    while first < programs:
+        row = first + rows
+        table = tl.load(counts_ptr + row[:, None] * BINS + bins_range[None, :], mask=(row < programs)[:, None],
+                        other=0)
+        totals += tl.sum(table, 0)
+        before += tl.sum(tl.where((row < program)[:, None], table, 0), 0)
+        first += ROWS
+    own = tl.histogram(bins, BINS, mask=inside)
+    sizes = _bin_sizes(totals, bins_range, num_experts, block_size, LAYOUT)
     ends = tl.cumsum(sizes, 0)
     starts = ends - sizes
-    next_place = starts + before
 
-    # ---- place this chunk's slots, a sub-chunk at a time, in ascending order within each expert ------------------
-    lanes = tl.arange(0, SUB)
-    earlier = lanes[None, :] < lanes[:, None]
-    first = start
-    while first < end:
-        slots = first + lanes
-        first += SUB
-        inside = slots < end
-        bins = _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, MAP_MODE, BINS - 1)
-        rank = tl.sum(((bins[None, :] == bins[:, None]) & earlier).to(tl.int32), 1)
-        place = tl.gather(next_place, bins, 0) + rank
-        next_place += tl.histogram(bins, BINS, mask=inside)
-        kept = inside & (bins < BINS - 1)
-        if LAYOUT == 0:
-            tl.store(sorted_ptr + place, slots, mask=kept)
-            first_of_block = kept & ((place - tl.gather(starts, bins, 0)) % block_size == 0)
-            if MAP_MODE == 2:  # blocks keep global experts; their values are the local ones (-1: another rank's)
-                value = tl.load(map_ptr + bins, mask=first_of_block, other=-1).to(tl.int32)
-            else:
-                value = bins
-            tl.store(expert_ids_ptr + place // block_size, value, mask=first_of_block)
-            if SCATTER:
-                tl.store(scatter_ptr + slots, tl.where(kept, slots, -1), mask=inside)
-        else:
-            tl.store(permutation_ptr + place, slots, mask=inside)
-
-    if program == 0:
-        if LAYOUT == 0:
-            tl.store(post_padded_ptr, tl.sum(sizes, 0))
-        else:
+    # ---- place the chunk: sorted by (bin, slot), a slot's rank in its bin is its place less its bin's first -----
+    order = tl.sort(bins * SLOTS + lanes)  # slots past the end are dropped ones after every real dropped slot
+    order_bins = order // SLOTS
+    order_slots = program * SLOTS + order % SLOTS
+    base = starts + before - (tl.cumsum(own, 0) - own)  # where each bin's first slot of the chunk goes, less its rank
+    place = tl.gather(base, order_bins, 0) + lanes
+    placed = lanes < tl.minimum(num_slots - program * SLOTS, SLOTS)
+    if LAYOUT == 0:
+        tl.store(sorted_ptr + place, order_slots, mask=placed & (order_bins != DROPPED))
+        if SCATTER:
+            tl.store(scatter_ptr + slots, tl.where(bins != DROPPED, slots, -1), mask=inside)
+        total = tl.sum(sizes, 0)
+        # the padding after each expert's slots: columns of every expert at once, programs taking turns
+        pad_start = starts + totals
+        pad_length = sizes - totals
+        columns = tl.arange(0, 16)
+        column = program * 16
+        while column < block_size:
+            at = column + columns
+            tl.store(sorted_ptr + pad_start[:, None] + at[None, :], num_slots,
+                     mask=at[None, :] < pad_length[:, None])
+            column += programs * 16
+        # each expert's blocks: columns of every expert at once, programs taking turns; -1 past the used blocks
+        first_block = starts // block_size
+        block_counts = sizes // block_size
+        value = bins_range
+        if MAP_MODE == 2:  # blocks keep global experts; their values are the local ones (-1: another rank's)
+            value = tl.load(map_ptr + bins_range, mask=bins_range < num_experts, other=-1).to(tl.int32)
+        column = program * 16
+        while column < tl.max(block_counts, 0):
+            at = column + columns
+            tl.store(expert_ids_ptr + first_block[:, None] + at[None, :], value[:, None] + 0 * at[None, :],
+                     mask=at[None, :] < block_counts[:, None])
+            column += programs * 16
+        _fill(expert_ids_ptr, total // block_size, blocks_len, -1, program, programs, TAIL)
+        _fill(sorted_ptr, total, sorted_len, num_slots, program, programs, TAIL)
+        if program == 0:
+            tl.store(post_padded_ptr, total)
+    else:
+        tl.store(permutation_ptr + place, order_slots, mask=placed)
+        if program == 0:
             tl.store(offsets_ptr + bins_range, ends, mask=bins_range < local_experts)
 
 
 @triton.jit
-def _fill(ptr, length, value, program, programs, TAIL: tl.constexpr):
-    """``value`` into this program's share of ``ptr[:length]`` (stretches of TAIL, programs taking turns)."""
-    first = program * TAIL
-    while first < length:
-        where = first + tl.arange(0, TAIL)
-        tl.store(ptr + where, value, mask=where < length)
-        first += programs * TAIL
+def _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
+                   offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
+                   program, programs, bins_range, lanes, LAYOUT: tl.constexpr, MAP_MODE: tl.constexpr,
+                   SCATTER: tl.constexpr, BINS: tl.constexpr, TAIL: tl.constexpr):
+    """One launch, one program a bin (the last program: the dropped slots): every slot's bin, the histogram, this
+    bin's start, then its slots placed in ascending order by a cumulative count."""
+    DROPPED: tl.constexpr = BINS - 1
+    own_bin = tl.where(program < programs - 1, program, DROPPED)
+    inside = lanes < num_slots
+    bins = _slot_bins(ids_ptr, map_ptr, lanes, num_slots, num_experts, MAP_MODE, DROPPED)
+    counts = tl.histogram(bins, BINS, mask=inside)
+    sizes = _bin_sizes(counts, bins_range, num_experts, block_size, LAYOUT)
+    ends = tl.cumsum(sizes, 0)
+    mine_of_bins = bins_range == own_bin
+    start = tl.sum(tl.where(mine_of_bins, ends - sizes, 0), 0)
+    count = tl.sum(tl.where(mine_of_bins, counts, 0), 0)
+    size = tl.sum(tl.where(mine_of_bins, sizes, 0), 0)
+    mine = inside & (bins == own_bin)
+    place = start + tl.cumsum(mine.to(tl.int32), 0) - 1
+    if LAYOUT == 0:
+        total = tl.sum(sizes, 0)
+        if own_bin != DROPPED:
+            tl.store(sorted_ptr + place, lanes, mask=mine)
+            steps = tl.arange(0, TAIL)
+            pad = start + count
+            while pad < start + size:  # the sentinel after the slots, up to the padded size
+                at = pad + steps
+                tl.store(sorted_ptr + at, num_slots, mask=at < start + size)
+                pad += TAIL
+            value = own_bin
+            if MAP_MODE == 2:  # blocks keep global experts; their values are the local ones (-1: another rank's)
+                value = tl.load(map_ptr + own_bin).to(tl.int32)
+            block = start // block_size
+            while block < (start + size) // block_size:
+                at = block + steps
+                tl.store(expert_ids_ptr + at, value, mask=at < (start + size) // block_size)
+                block += TAIL
+        else:
+            if SCATTER:
+                tl.store(scatter_ptr + lanes, tl.where(bins != DROPPED, lanes, -1), mask=inside)
+            tl.store(post_padded_ptr, total)
+        _fill(sorted_ptr, total, sorted_len, num_slots, program, programs, TAIL)
+        _fill(expert_ids_ptr, total // block_size, blocks_len, -1, program, programs, TAIL)
+    else:
+        tl.store(permutation_ptr + place, lanes, mask=mine)
+        if own_bin < local_experts:
+            tl.store(offsets_ptr + own_bin, start + size)

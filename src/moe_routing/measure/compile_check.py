@@ -58,11 +58,12 @@ class PlanKernelLaunch(NamedTuple):
         return self.arguments_and_options
 
 
-def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype) -> list[PlanKernelLaunch]:
+def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: bool = True) -> list[PlanKernelLaunch]:
     """Every distinct launch of the plan kernel for ids of ``experts`` experts: both layouts, every role of an expert
-    map, with and without the scatter index, one program and the two-launch path's count and place."""
+    map, with and without the scatter index, every slot class of the one-launch path and both launches of the
+    chunked path; on NVIDIA (``rocm`` False) launched programmatically, as on Hopper."""
     from ..kernels._plan import plan_kernel
-    from ..kernels.plan_launch import NUM_WARPS, counting, plan_arguments, plan_launch
+    from ..kernels.plan_launch import SLOT_CLASSES, counting, plan_arguments, plan_launch
     from ..kernels.rules import Plan
     from ..plan_call import check_plan_call
 
@@ -76,18 +77,19 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype) -> lis
         if mapped:
             call = call._replace(map_mode=1 if ignore or block_size is None else 2)
         buffers = (torch.empty(64, dtype=torch.int32),) * 6
-        for tokens in (1, 65536):
+        for tokens in [max(size // topk, 1) for size in SLOT_CLASSES] + [65536]:
             at = call._replace(tokens=tokens)
-            launch = plan_launch(at, scatter)
+            launch = plan_launch(at, scatter, programmatic=not rocm)
             args, constexprs = plan_arguments(at, ids, expert_map if mapped else None, *buffers[:3],
                                               buffers[3] if scatter else None, *buffers[4:], launch)
-            stages = [constexprs] if launch.programs == 1 else [counting(constexprs), constexprs]
+            stages = [constexprs] if launch.launches == 1 else [counting(constexprs), constexprs]
             for stage in stages:
                 key = tuple(sorted(stage.items())) + (args[1].dtype,)  # (the map's dtype, where one is passed)
                 if key not in seen:
                     seen.add(key)
-                    plan = Plan("plan", plan_kernel, stage, 1, NUM_WARPS)
-                    launches.append(PlanKernelLaunch(plan, at, (args, dict(num_warps=NUM_WARPS, **stage))))
+                    plan = Plan("plan", plan_kernel, stage, 1, launch.num_warps)
+                    options = dict(num_warps=launch.num_warps, **({} if rocm else dict(launch_pdl=True)))
+                    launches.append(PlanKernelLaunch(plan, at, (args, dict(**options, **stage))))
     return launches
 
 
@@ -106,7 +108,7 @@ def _jobs(models, dtypes, rocm: bool, plans: bool = True) -> list[tuple[str, str
                         launch = launch._replace(plan=programmatic_plan(launch.plan))
                     jobs.append((model, str(dtype).removeprefix("torch."), layout, launch))
         for ids_dtype in (torch.int32, torch.int64) if plans else ():
-            for launch in plan_kernel_launches(shape.experts, shape.topk, ids_dtype):
+            for launch in plan_kernel_launches(shape.experts, shape.topk, ids_dtype, rocm):
                 jobs.append((model, f"ids {str(ids_dtype).removeprefix('torch.')}", "plan", launch))
     return jobs
 
