@@ -182,3 +182,20 @@ def test_the_bench_table_compares_sqrtsoftplus_with_sigmoid_and_dsv4():
     lines = scoring_comparison(result)
     assert lines[-1] == "| 256 / 6 | 64 | float32 | 2.00 ±1% | 1.60 ±1% | 1.25 | 3.00 ±1% | 1.50x |"
     assert scoring_comparison({"rows": result["rows"][1:]}) == []
+
+
+def test_check_compares_each_plan_with_the_reference_and_fails_a_wrong_one(monkeypatch):
+    from moe_routing.measure import check
+
+    mixtral = [c for c in check.MODEL_CASES if c.name == "Mixtral"]
+    row = check.run_check(8, DEVICE, mixtral)[0]
+    assert row["plans equal to reference"] == "8/8" and row["ok"] == "yes"  # 2 block sizes x 3 map roles, 2 groups
+    real_align = check.align
+
+    def off_by_one(*args, **kwargs):
+        sorted_ids, expert_ids, post_padded = real_align(*args, **kwargs)
+        return sorted_ids, expert_ids, post_padded + 1
+
+    monkeypatch.setattr(check, "align", off_by_one)
+    row = check.run_check(8, DEVICE, mixtral)[0]
+    assert row["plans equal to reference"] == "2/8" and row["ok"] == "NO"

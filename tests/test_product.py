@@ -60,7 +60,8 @@ def test_imports_point_down_the_layers():
 def test_report_leads_with_the_verdict_and_leaks_no_warning(tmp_path, monkeypatch):
     from moe_routing.measure import check
 
-    monkeypatch.setattr(check, "MODEL_CASES", check.MODEL_CASES[:2])
+    # two cases of few experts: the plans' kernel runs a program an expert, in Triton's interpreter here
+    monkeypatch.setattr(check, "MODEL_CASES", [c for c in check.MODEL_CASES if c.name in ("Moonlight", "Mixtral")])
     monkeypatch.setattr("moe_routing.measure.shadow.TINY_FAMILIES", ("mixtral",))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

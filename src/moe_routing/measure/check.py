@@ -2,7 +2,9 @@
 
 Every case routes a batch that mixes ordinary rows, rows full of exact ties, and garbage rows
 (NaN / inf, as CUDA-graph padding can hold) through ``route()`` and judges the result against the
-float64 semantics (:mod:`moe_routing.verify`).
+float64 semantics (:mod:`moe_routing.verify`); then builds the dispatch plans of its ids (``align`` at two block
+sizes, with and without an expert-parallel map in both of its roles, and ``group``) and compares each with the
+reference's, entry for entry.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import reference
 from ..call import check_call
 from ..op import route, route_hash
+from ..plan import align, group
 from ..reference import evaluate_hash
 from ..verify import WEIGHT_TOL, Verdict, verify
 
@@ -77,10 +81,11 @@ def run_check(tokens: int, device: str, cases=MODEL_CASES, progress=None) -> lis
         logits, bias = case_inputs(case, tokens, device)
         kwargs = case.kwargs(bias)
         if case.hashed:
-            verdict = _check_hashed(case, logits)
+            verdict, ids = _check_hashed(case, logits)
         else:
             weights, ids = route(logits, case.topk, **kwargs)
             verdict = verify(weights, ids, logits, case.topk, **kwargs)
+        plans, plans_equal = check_plans(ids, case.experts) if plans_run_a_kernel(ids) else (0, 0)
         call = check_call(logits, case.topk, case.scoring, bias, case.groups, case.topk_group, True, case.scale, None)
         rows.append({
             "case": case.name,
@@ -94,16 +99,49 @@ def run_check(tokens: int, device: str, cases=MODEL_CASES, progress=None) -> lis
             "exact-tie rows": verdict.exact_tie_rows,
             "near-tie rows": verdict.near_tie_rows,
             "max weight error": f"{verdict.max_weight_error:.1e}",
-            "ok": "yes" if verdict.ok else "NO",
+            "plans equal to reference": f"{plans_equal}/{plans}" if plans else "no kernel here",
+            "ok": "yes" if verdict.ok and plans_equal == plans else "NO",
         })
         if progress is not None:
             progress(case)
     return rows
 
 
-def _check_hashed(case: Case, logits: torch.Tensor) -> Verdict:
+PLAN_BLOCK_SIZES = (16, 64)
+
+
+def plans_run_a_kernel(ids: torch.Tensor) -> bool:
+    """Whether ``align``/``group`` of these ids run the plan kernel (a GPU, or Triton's interpreter on a CPU); on a
+    CPU without the interpreter they run the reference, and comparing it with itself would prove nothing."""
+    from ..kernels import INTERPRETED
+
+    return ids.is_cuda or INTERPRETED
+
+
+def check_plans(ids: torch.Tensor, experts: int) -> tuple[int, int]:
+    """The dispatch plans of ``ids`` against the reference's: ``align`` at each of ``PLAN_BLOCK_SIZES`` without a
+    map and with a map of a rank holding every fourth expert (dropping other ranks' slots, and relabelling their
+    blocks), and ``group`` without and with that map. Returns (plans built, plans equal in every entry)."""
+    expert_map = torch.full((experts,), -1, dtype=torch.int32, device=ids.device)
+    expert_map[1::4] = torch.arange(len(range(1, experts, 4)), dtype=torch.int32, device=ids.device)
+    built = equal = 0
+    for block_size in PLAN_BLOCK_SIZES:
+        for table, ignore in ((None, False), (expert_map, True), (expert_map, False)):
+            got = align(ids, block_size, experts, table, False, ignore)
+            expected = reference.align(ids, block_size, experts, table, False, ignore)
+            built += 1
+            equal += all(torch.equal(a, b) for a, b in zip(got, expected))
+    for table in (None, expert_map):
+        got = group(ids, experts, expert_map=table)
+        expected = reference.group(ids, experts, expert_map=table)
+        built += 1
+        equal += all(torch.equal(a, b) for a, b in zip(got, expected))
+    return built, equal
+
+
+def _check_hashed(case: Case, logits: torch.Tensor) -> tuple[Verdict, torch.Tensor]:
     """A hash layer: a random table of distinct experts, random token ids; the ids must be the table's and the
-    weights float64's of them."""
+    weights float64's of them. Returns the verdict and the ids."""
     gen = torch.Generator().manual_seed(case.experts)
     table = torch.stack([torch.randperm(case.experts, generator=gen)[: case.topk] for _ in range(HASH_VOCABULARY)])
     input_ids = torch.randint(0, HASH_VOCABULARY, (logits.shape[0],), generator=gen)
@@ -116,7 +154,7 @@ def _check_hashed(case: Case, logits: torch.Tensor) -> Verdict:
     tolerance = WEIGHT_TOL * max(1.0, case.scale)
     return Verdict(rows=logits.shape[0], rows_equal=int(equal.sum()), exact_tie_rows=0, near_tie_rows=0,
                    near_tie_differing=0, mismatched_rows=int((~equal).sum()), malformed_rows=0, max_weight_error=error,
-                   weight_tol=tolerance)
+                   weight_tol=tolerance), ids
 
 
 def check_rows_plot(rows: list[dict], path, backend: str) -> None:
