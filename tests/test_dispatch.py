@@ -137,3 +137,45 @@ def test_sites_that_must_write_token_expert_indices_only_when_enabled():
     assert decide(asked, GRAPH) == (False, "token_expert_indices asked for (source-rows sites disabled)")
     configure(source_rows=True)
     assert decide(asked, GRAPH) == (True, SUBSTITUTED)
+
+
+def align_request(ids=None, block_size=16, experts=64, expert_map="none", scatter_relabel=False):
+    ids = torch.zeros(5, 6, dtype=torch.int32) if ids is None else ids
+    table = {"none": lambda: None, "int32": lambda: torch.full((experts,), -1, dtype=torch.int32),
+             "int64": lambda: torch.full((experts,), -1, dtype=torch.int64),
+             "short": lambda: torch.zeros(experts - 1, dtype=torch.int32), "float": lambda: torch.zeros(experts),
+             "with mask": lambda: torch.zeros(experts + 2, dtype=torch.int32)}[expert_map]()
+    return dispatch.AlignRequest("moe_align_block_size", ids, block_size, experts, table, scatter_relabel)
+
+
+@pytest.mark.parametrize("case,kwargs,reason", [
+    ("plain", {}, SUBSTITUTED),
+    ("int64 ids", dict(ids=torch.zeros(3, 8, dtype=torch.int64)), SUBSTITUTED),
+    ("no tokens", dict(ids=torch.zeros(0, 8, dtype=torch.int32)), SUBSTITUTED),
+    ("int32 map", dict(expert_map="int32"), SUBSTITUTED),
+    ("int64 map", dict(expert_map="int64"), SUBSTITUTED),
+    ("float ids", dict(ids=torch.zeros(5, 6)), "ids not 2-D int32/int64"),
+    ("1-D ids", dict(ids=torch.zeros(30, dtype=torch.int32)), "ids not 2-D int32/int64"),
+    ("block 0", dict(block_size=0), "block_size or num_experts not an int >= 1"),
+    ("float block", dict(block_size=16.0), "block_size or num_experts not an int >= 1"),
+    ("no experts", dict(experts=0, expert_map="none"), "block_size or num_experts not an int >= 1"),
+    ("short map", dict(expert_map="short"), "expert_map not an int32/int64 [E] tensor on the ids' device"),
+    ("float map", dict(expert_map="float"), "expert_map not an int32/int64 [E] tensor on the ids' device"),
+    ("AITER mask map", dict(expert_map="with mask"), "expert_map not an int32/int64 [E] tensor on the ids' device"),
+    ("scatter, relabel", dict(expert_map="int32", scatter_relabel=True),
+     "scatter index with a relabelling map (vLLM refuses it)"),
+])
+def test_align_gate_accepts_what_align_serves_exactly(case, kwargs, reason):
+    assert dispatch.decide_align(align_request(**kwargs), GRAPH) == (reason == SUBSTITUTED, reason), case
+    assert dispatch.counters() == {"moe_align_block_size": {reason: 1}}
+
+
+def test_align_gate_follows_the_device_and_mode_settings():
+    configure(devices=("cuda",))
+    assert dispatch.decide_align(align_request(), GRAPH) == (False, "device not enabled")
+    configure(devices=("cuda", "cpu"))
+    assert dispatch.decide_align(align_request(), lambda: "NONE") == (False, "eager step (eager path disabled)")
+    assert dispatch.decide_align(align_request(), lambda: None) == (False, "no forward context")
+    configure(eager=True)
+    assert dispatch.decide_align(align_request(), lambda: "NONE") == (True, SUBSTITUTED)
+    assert dispatch.decide_align(align_request(ids=[[1, 2]]), GRAPH) == (False, "ids not a tensor")

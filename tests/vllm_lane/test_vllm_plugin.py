@@ -5,6 +5,7 @@ the patched functions keep the replaced op's contract and equal the reference on
 real vLLM forward context in CUDA-graph mode, and fall back to vLLM's op otherwise.
 """
 
+import contextlib
 import importlib
 
 import pytest
@@ -342,3 +343,108 @@ def test_sites_that_write_token_expert_indices_keep_vllms_op_by_default():
         except Exception:  # noqa: BLE001
             pass
     assert dispatch.counters()["fused_topk"] == {"token_expert_indices asked for (source-rows sites disabled)": 1}
+
+
+# ---- the dispatch-plan site: moe_align_block_size, served by moe_routing.align ---------------------------------
+
+ALIGN = "vllm.model_executor.layers.fused_moe.moe_align_block_size"
+
+
+def vllm_capacities(slots: int, block_size: int, experts: int, pad_sorted_ids: bool) -> tuple[int, int]:
+    """The buffer sizes vLLM 0.33's moe_align_block_size allocates (its callers slice them), restated here."""
+    padded = slots + experts * (block_size - 1)
+    if pad_sorted_ids:
+        padded = -(-padded // block_size) * block_size
+    if slots < experts:
+        padded = min(slots * block_size, padded)
+    return padded, -(-padded // block_size)
+
+
+def expert_maps(experts: int = 256, ranks: int = 8, rank: int = 3) -> dict:
+    """Expert maps as vLLM builds them for an expert-parallel rank: its own determine_expert_map."""
+    from vllm.model_executor.layers.fused_moe.expert_map_manager import determine_expert_map
+
+    return {strategy: determine_expert_map(ranks, rank, experts, strategy)[1] for strategy in ("linear", "round_robin")}
+
+
+def routed_ids(tokens: int, topk: int, experts: int, dtype=torch.int32, padded_rows=()) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(tokens * 7 + topk)
+    ids = torch.rand(tokens, experts, generator=gen).topk(topk, dim=1).indices.to(dtype)
+    ids[list(padded_rows)] = -1  # vLLM's padded rows (is_padding)
+    return ids
+
+
+def test_the_fused_moe_modules_call_the_align_wrapper():
+    """vLLM's experts import moe_align_block_size by name: those names are the wrapper now."""
+    for name in ("vllm.model_executor.layers.fused_moe.fused_moe",
+                 "vllm.model_executor.layers.fused_moe.experts.triton_moe", ALIGN):
+        module = importlib.import_module(name)
+        assert hasattr(module.moe_align_block_size, "__moe_routing_original__"), name
+
+
+@pytest.mark.parametrize("case", ["plain", "int64 ids", "padded rows", "pad_sorted_ids", "scatter", "few slots",
+                                  "linear map, ignore", "linear map, relabel", "round_robin map, ignore",
+                                  "round_robin map, relabel", "round_robin map, scatter", "int64 map, relabel"])
+def test_align_site_keeps_vllms_contract(case):
+    """In a CUDA-graph step: vLLM's returns (count, order, dtypes, buffer sizes its callers slice), equal to the
+    reference, for every option vLLM's callers pass; expert maps as vLLM builds them for EP ranks."""
+    experts, block_size, tokens, topk = 256, 16, 37, 8
+    kwargs = {}
+    ids = routed_ids(tokens, topk, experts)
+    if case == "int64 ids":
+        ids = ids.long()
+    if case == "padded rows":
+        ids = routed_ids(tokens, topk, experts, padded_rows=(0, 5, 36))
+    if case == "pad_sorted_ids":
+        kwargs["pad_sorted_ids"] = True
+    if case == "few slots":
+        ids = routed_ids(3, topk, experts)  # T * K < E: the smaller capacity
+    if "map" in case:
+        strategy = case.split()[0]
+        kwargs["expert_map"] = expert_maps()["linear" if strategy == "int64" else strategy]
+        if strategy == "int64":
+            kwargs["expert_map"] = kwargs["expert_map"].long()
+        kwargs["ignore_invalid_experts"] = "ignore" in case or "scatter" in case
+    scatter = "scatter" in case
+    module = importlib.import_module(ALIGN)
+    with forward_context("PIECEWISE"):
+        got = module.moe_align_block_size(ids, block_size, experts, return_scatter_idx=scatter, **kwargs)
+    assert dispatch.counters()["moe_align_block_size"] == {dispatch.SUBSTITUTED: 1}
+    expected = reference.align(ids, block_size, experts, kwargs.get("expert_map"), kwargs.get("pad_sorted_ids", False),
+                               kwargs.get("ignore_invalid_experts", False), return_scatter_idx=scatter)
+    assert len(got) == (4 if scatter else 3)
+    capacity, blocks = vllm_capacities(ids.numel(), block_size, experts, kwargs.get("pad_sorted_ids", False))
+    assert got[0].shape == (capacity,) and got[1].shape == (blocks,) and got[2].shape == (1,)
+    relabelled = "expert_map" in kwargs and not kwargs["ignore_invalid_experts"]
+    assert got[1].dtype == (kwargs["expert_map"].dtype if relabelled else torch.int32)
+    assert got[0].dtype == got[2].dtype == torch.int32
+    for value, wanted in zip(got, expected):
+        assert torch.equal(value, wanted.to(value.dtype)), case
+    used = int(got[2]) // block_size
+    if relabelled:  # blocks of other ranks' experts are -1; each used block a local index or -1
+        assert set(got[1][:used].tolist()) <= set(kwargs["expert_map"].tolist())
+    if scatter:
+        assert got[3].shape == (ids.numel(), 1)
+
+
+def test_align_site_keeps_vllms_op_in_eager_steps_without_a_context_and_for_what_vllm_refuses():
+    module = importlib.import_module(ALIGN)
+    ids = routed_ids(9, 8, 64)
+    relabel_map = expert_maps(64, 4, 1)["linear"]
+    calls = (("NONE", {}), (None, {}), ("FULL", dict(expert_map=relabel_map, return_scatter_idx=True)),
+             ("FULL", dict(expert_map=relabel_map[:10])))
+    for mode, kwargs in calls:
+        context = forward_context(mode) if mode else contextlib.nullcontext()
+        with context:
+            try:  # vLLM's own op runs (or refuses); on a CPU-only build it may not be runnable, which is fine here
+                module.moe_align_block_size(ids, 16, 64, **kwargs)
+            except Exception:  # noqa: BLE001
+                pass
+    assert dispatch.counters()["moe_align_block_size"] == {
+        "eager step (eager path disabled)": 1, "no forward context": 1,
+        "scatter index with a relabelling map (vLLM refuses it)": 1,
+        "expert_map not an int32/int64 [E] tensor on the ids' device": 1}
+    dispatch.configure(eager=True)
+    with forward_context("NONE"):
+        got = module.moe_align_block_size(ids, 16, 64)
+    assert all(torch.equal(a, b) for a, b in zip(got, reference.align(ids, 16, 64)))

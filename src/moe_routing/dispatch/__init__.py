@@ -1,6 +1,8 @@
-"""Dispatch: the gate that decides whether an engine's routing call is served by route()."""
+"""Dispatch: the gate that decides whether an engine's routing call is served by route(), and its dispatch-plan
+call by align()."""
 
-from .gate import COUNTERS, SUBSTITUTED, RoutingRequest, Settings, configure, counters, decide, report, settings
+from .gate import (COUNTERS, SUBSTITUTED, AlignRequest, RoutingRequest, Settings, configure, counters, decide,
+                   decide_align, report, settings)
 
-__all__ = ["COUNTERS", "SUBSTITUTED", "RoutingRequest", "Settings", "configure", "counters", "decide", "report",
-           "settings"]
+__all__ = ["COUNTERS", "SUBSTITUTED", "AlignRequest", "RoutingRequest", "Settings", "configure", "counters", "decide",
+           "decide_align", "report", "settings"]

@@ -1,7 +1,11 @@
-"""The substitution gate: may an engine's routing call be served by ``moe_routing.route``?
+"""The substitution gate: may an engine's routing call be served by ``moe_routing.route``, and its dispatch-plan
+call by ``moe_routing.align``?
 
-One function, :func:`decide`, answers ``(substitute, reason)`` for a described call (:class:`RoutingRequest`).
-It accepts only what the kernels cover exactly and what is measured to pay:
+:func:`decide` answers ``(substitute, reason)`` for a described routing call (:class:`RoutingRequest`),
+:func:`decide_align` for a described ``moe_align_block_size`` call (:class:`AlignRequest`: int32/int64 ids [T, K],
+a block size and E of at least 1, a map of int32/int64 [E] on the ids' device or none, not the scatter index with a
+map that only relabels blocks, which vLLM refuses; then the device and the execution mode as below). Both accept
+only what the kernels cover exactly and what is measured to pay:
 
 * grouping: an uneliminating grouping always (``topk_group >= num_expert_group``: the flat path);
   an eliminating one only when the grouped path is enabled (``MOE_ROUTING_GROUPED=1``; off by default,
@@ -143,6 +147,41 @@ def _decide(r: RoutingRequest, mode: ExecutionMode, s: Settings) -> tuple[bool, 
         return False, "topk above the experts of the kept groups"
     if eliminating and (not s.grouped or groups > MAX_GROUPS):
         return False, "eliminating groups (grouped path disabled)" if not s.grouped else "too many groups"
+    return _decide_mode(mode, s)
+
+
+@dataclass(frozen=True)
+class AlignRequest:
+    """An engine's dispatch-plan call (vLLM's ``moe_align_block_size``), described for the gate."""
+
+    site: str
+    topk_ids: torch.Tensor
+    block_size: int
+    num_experts: int
+    expert_map: torch.Tensor | None
+    scatter_with_relabelling_map: bool = False  # return_scatter_idx with a map and ignore_invalid_experts=False
+
+
+def decide_align(request: AlignRequest, mode: ExecutionMode) -> tuple[bool, str]:
+    """Whether to serve this dispatch-plan call with ``moe_routing.align``, and why (the reason is also counted)."""
+    substitute, reason = _decide_align(request, mode, settings())
+    COUNTERS[(request.site, reason)] += 1
+    return substitute, reason
+
+
+def _decide_align(r: AlignRequest, mode: ExecutionMode, s: Settings) -> tuple[bool, str]:
+    ids, table = r.topk_ids, r.expert_map
+    if not isinstance(ids, torch.Tensor) or ids.device.type not in s.devices:
+        return False, "device not enabled" if isinstance(ids, torch.Tensor) else "ids not a tensor"
+    if ids.dim() != 2 or ids.dtype not in IDS_DTYPES:
+        return False, "ids not 2-D int32/int64"
+    if type(r.block_size) is not int or type(r.num_experts) is not int or r.block_size < 1 or r.num_experts < 1:
+        return False, "block_size or num_experts not an int >= 1"
+    if table is not None and (not isinstance(table, torch.Tensor) or table.dtype not in IDS_DTYPES
+                              or tuple(table.shape) != (r.num_experts,) or table.device != ids.device):
+        return False, "expert_map not an int32/int64 [E] tensor on the ids' device"
+    if r.scatter_with_relabelling_map:
+        return False, "scatter index with a relabelling map (vLLM refuses it)"
     return _decide_mode(mode, s)
 
 

@@ -13,6 +13,7 @@ or the original runs:
 | ``fused_topk`` | FusedTopKRouter | also returns ``token_expert_indices`` (k * T + t, as vLLM's kernel writes them); padded rows get id -1, weights kept |
 | ``dsv4_topk`` | ``fused_topk_bias``'s float32 DeepSeek-V4 path (top-6 of 256/384) | returns new weights and ids of ``indices_dtype``; padded rows (0, -1) |
 | ``_custom_ops.topk_hash_softplus_sqrt`` | ``fused_topk_bias``'s other sqrt-softplus calls, hash layers included | writes into the caller's buffers (and ``token_expert_indices``); padded rows (0, -1) |
+| ``moe_align_block_size`` (served by ``moe_routing.align``) | the fused-MoE experts (Triton, Marlin, ...) wherever vLLM aligns, expert parallelism included | returns new buffers of vLLM's capacities; ``expert_map`` with ``ignore_invalid_experts`` on (slots of other ranks dropped) and off (blocks relabelled, -1 for other ranks; in the map's dtype), ``pad_sorted_ids``, ``return_scatter_idx``, int32/int64 ids, -1 ids dropped; vLLM's own choice of per-pair blocks at small token counts is made before this call and kept |
 
 It also wraps ``router_factory.create_fused_moe_router`` (not a routing site): each router vLLM builds at model load
 starts a background ``moe_routing.warmup`` of the shape the gate would serve (``warm_router``;
@@ -40,8 +41,9 @@ from typing import Callable
 
 import torch
 
-from ..dispatch import RoutingRequest, decide, report
+from ..dispatch import AlignRequest, RoutingRequest, decide, decide_align, report
 from ..op import route, route_hash
+from ..plan import align
 
 logger = logging.getLogger("moe_routing.vllm")
 
@@ -227,6 +229,24 @@ def _fused_topk(original):
     return fused_topk
 
 
+def _moe_align_block_size(original):
+    def moe_align_block_size(topk_ids, block_size, num_experts, expert_map=None, pad_sorted_ids=False,
+                             ignore_invalid_experts=False, return_scatter_idx=False):
+        request = AlignRequest("moe_align_block_size", topk_ids, block_size, num_experts, expert_map,
+                               bool(return_scatter_idx) and expert_map is not None and not ignore_invalid_experts)
+        if not decide_align(request, execution_mode)[0]:
+            return original(topk_ids, block_size, num_experts, expert_map, pad_sorted_ids, ignore_invalid_experts,
+                            return_scatter_idx)
+        result = align(topk_ids, block_size, num_experts, expert_map, bool(pad_sorted_ids),
+                       bool(ignore_invalid_experts), return_scatter_idx=bool(return_scatter_idx))
+        if expert_map is not None and not ignore_invalid_experts and expert_map.dtype != result[1].dtype:
+            # vLLM relabels the blocks by indexing the map: its expert_ids take the map's dtype
+            result = (result[0], result[1].to(expert_map.dtype), *result[2:])
+        return result
+
+    return moe_align_block_size
+
+
 # ---- warm-up at model load: vLLM builds each MoE layer's router through create_fused_moe_router -----------------
 
 WARMUP_ENV_SWITCH = "MOE_ROUTING_WARMUP"  # "0": no warm-up at model load
@@ -343,6 +363,9 @@ SITES = (
          ("topk_weights", "topk_indices", "token_expert_indices", "gating_output", "renormalize",
           "routed_scaling_factor", "e_score_correction_bias", "input_tokens", "hash_indices_table", "is_padding",
           "bias_vl", "image_sentinel_lo"), _topk_hash_softplus_sqrt),
+    Site("moe_align_block_size", "vllm.model_executor.layers.fused_moe.moe_align_block_size",
+         "moe_align_block_size", ("topk_ids", "block_size", "num_experts", "expert_map", "pad_sorted_ids",
+                                  "ignore_invalid_experts", "return_scatter_idx"), _moe_align_block_size),
 )
 WARMUP_SITE = Site("create_fused_moe_router", _ROUTER + "router_factory", "create_fused_moe_router",
                    ("top_k", "global_num_experts", "renormalize", "use_grouped_topk", "num_expert_group", "topk_group",
