@@ -8,6 +8,10 @@ routing untouched and, on the identical logits, runs ``route()`` into scratch an
 and for every differing row the float64 decision margins and which side agrees with the float64 semantics, so a
 near tie is told apart from a real disagreement. ``unpatch(model)`` restores the model exactly.
 
+``patch`` also switches the model's experts, in the same mode, to the ``"moe_routing"`` experts implementation of
+transformers' experts registry (``transformers_experts``: grouped_mm's layer with ``moe_routing.group``'s plan);
+``PatchResult.experts`` says what it did, or why it left them alone, and ``unpatch`` restores them.
+
 Routers are recognised by class (``FAMILIES``; transformers 5.17), in four patterns and DeepSeek-V4's two:
 P1 sigmoid + correction bias with groups by top-2 sums (DeepSeek-V3 and the many configs that copy it), P2 softmax
 then top-k, P3 top-k of the logits then softmax over the k, P4 sigmoid + bias without groups, DeepSeek-V4's
@@ -30,6 +34,8 @@ from ..call import check_call, check_hash_call
 from ..op import route, route_hash
 from ..reference import evaluate, evaluate_hash
 from ..verify import MARGIN, decision_margins
+from .transformers_experts import (ExpertsShadowRecorder, ExpertsSwitch, experts_switched,  # registers on import
+                                   restore_experts, switch_experts)
 
 
 @dataclass(frozen=True)
@@ -308,6 +314,7 @@ class ShadowRecorder:
     rows: int = 0
     max_weight_delta: float = 0.0  # over rows whose experts match
     differing: list[DifferingRow] = field(default_factory=list)
+    experts: "ExpertsShadowRecorder | None" = None  # the experts' shadow counts, where patch() switched them
 
     def rows_of(self, kind: str) -> int:
         return sum(1 for d in self.differing if d.kind == kind)
@@ -324,6 +331,9 @@ class ShadowRecorder:
             "route agrees with float64": sum(d.agrees in ("route", "both") for d in self.differing),
             "model agrees with float64": sum(d.agrees in ("model", "both") for d in self.differing),
             "max |Δweight|": self.max_weight_delta,
+            **({} if self.experts is None else {
+                "experts calls": self.experts.calls, "experts calls bitwise equal": self.experts.calls_bitwise_equal,
+                "experts max |Δoutput|": self.experts.max_abs_difference}),
         }
 
     def record(self, layer: str, logits: torch.Tensor, arguments: dict, model_weights: torch.Tensor,
@@ -384,12 +394,19 @@ def supported(module: torch.nn.Module) -> bool:
 @dataclass
 class PatchResult:
     """What ``patch()`` did: the routers it patched (module names), the router-like modules it left alone (module
-    name -> class name: none of the known patterns), and the shadow recorder (shadow mode)."""
+    name -> class name: none of the known patterns), the shadow recorder (shadow mode), and what happened to the
+    experts (``experts.describe()``: how many modules switched from which implementation, or why left alone)."""
 
     patched: list[str]
     skipped: dict[str, str]
     recorder: ShadowRecorder | None = None
     warmup: object = None  # moe_routing.precompile.WarmupReport, with patch(..., warmup=True)
+    experts: ExpertsSwitch | None = None  # None with patch(..., experts=False)
+
+    @property
+    def experts_recorder(self) -> ExpertsShadowRecorder | None:
+        """The experts' shadow counts (shadow mode, experts switched), else None."""
+        return None if self.experts is None else self.experts.recorder
 
 
 def routing_shapes(model: torch.nn.Module) -> tuple[list, list[torch.dtype]]:
@@ -450,11 +467,13 @@ def router_calls(model: torch.nn.Module, tokens: int) -> list[tuple[torch.Tensor
 
 
 def patch(model: torch.nn.Module, mode: str = "replace", recorder: ShadowRecorder | None = None,
-          warmup: bool = False) -> PatchResult:
+          warmup: bool = False, experts: bool = True) -> PatchResult:
     """Patch every supported router of ``model``; returns what was patched and skipped (and the shadow recorder).
     With ``warmup``, first compile every kernel its routers' calls can launch (``moe_routing.warmup`` over their
     ``routing_shapes``, int64 ids as the replacement asks for, on the router weights' device): ``.warmup`` is the
-    report.
+    report. With ``experts`` (the default), also switch the model's experts in the same mode
+    (``transformers_experts.switch_experts``): ``.experts`` says what happened to them; ``experts=False`` leaves
+    them alone (routing alone, as a routing measurement wants).
 
     Raises ``ValueError`` for an unknown mode or a model without a supported router, and if the model
     is already patched (``unpatch`` first).
@@ -466,8 +485,10 @@ def patch(model: torch.nn.Module, mode: str = "replace", recorder: ShadowRecorde
     if not routers:
         found = f"; found {', '.join(sorted(set(skipped.values())))}" if skipped else ""
         raise ValueError(f"model has no supported router (supported: {', '.join(sorted(_BY_CLASS))}){found}")
-    if any(hasattr(m, _PATCH_ATTRIBUTE) for _, m in routers):
+    if any(hasattr(m, _PATCH_ATTRIBUTE) for _, m in routers) or experts_switched(model):
         raise ValueError("model is already patched; call unpatch(model) first")
+    if not isinstance(experts, bool):
+        raise TypeError(f"experts must be a bool, got {type(experts).__name__}")
     if mode == "shadow":
         recorder = recorder or ShadowRecorder()
     for name, module in routers:
@@ -475,6 +496,11 @@ def patch(model: torch.nn.Module, mode: str = "replace", recorder: ShadowRecorde
         method = _replace(family) if mode == "replace" else _shadow(family, name, recorder)
         setattr(module, _PATCH_ATTRIBUTE, family.method)
         setattr(module, family.method, types.MethodType(method, module))  # an instance attribute shadows the class's
+    try:
+        experts_switch = switch_experts(model, mode) if experts else None
+    except Exception:
+        unpatch(model)  # the routers back as they were: patch() changes all or nothing
+        raise
     report = None
     if warmup:
         from ..precompile import warmup as warm
@@ -483,11 +509,16 @@ def patch(model: torch.nn.Module, mode: str = "replace", recorder: ShadowRecorde
         device = next((m.weight.device for _, m in routers if getattr(m, "weight", None) is not None), None)
         if shapes:
             report = warm(shapes, dtypes=dtypes, ids_dtypes=(torch.int64,), device=device)
-    return PatchResult([name for name, _ in routers], skipped, recorder if mode == "shadow" else None, report)
+    if mode == "shadow" and experts_switch is not None:
+        recorder.experts = experts_switch.recorder
+    return PatchResult([name for name, _ in routers], skipped, recorder if mode == "shadow" else None, report,
+                       experts_switch)
 
 
 def unpatch(model: torch.nn.Module) -> int:
-    """Undo ``patch``: removes the instance attributes it set; returns how many routers were restored."""
+    """Undo ``patch``: removes the instance attributes it set and puts back the experts implementation the model
+    had; returns how many routers were restored."""
+    restore_experts(model)
     restored = 0
     for module in model.modules():
         method = module.__dict__.get(_PATCH_ATTRIBUTE)

@@ -184,14 +184,16 @@ def load_model(path: str, device: str, dtype: torch.dtype = torch.bfloat16):
     return model.to(device).eval()
 
 
-def run_shadow(model, prompts: int = 4, prompt_tokens: int = 32, new_tokens: int = 8, seed: int = 0):
-    """Prefill random prompts and decode a few tokens in shadow mode; returns the recorder."""
+def run_shadow(model, prompts: int = 4, prompt_tokens: int = 32, new_tokens: int = 8, seed: int = 0,
+               experts: bool = True):
+    """Prefill random prompts and decode a few tokens in shadow mode; returns the recorder (with ``experts``, the
+    experts' dispatch plan shadowed too where the model can switch its experts: ``recorder.experts``)."""
     from ..integrations.transformers import patch, unpatch
 
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(0, model.config.vocab_size, (prompts, prompt_tokens), generator=gen).to(device)
-    recorder = patch(model, "shadow").recorder
+    recorder = patch(model, "shadow", experts=experts).recorder
     try:
         with torch.no_grad():
             model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=new_tokens,
@@ -207,5 +209,7 @@ def shadow_table(results: dict) -> list[dict]:
     for name, recorder in results.items():
         summary = recorder.summary()
         summary["max |Δweight|"] = f"{summary['max |Δweight|']:.1e}"
+        if "experts max |Δoutput|" in summary:
+            summary["experts max |Δoutput|"] = f"{summary['experts max |Δoutput|']:.1e}"
         rows.append({"model": name, **summary})
     return rows
