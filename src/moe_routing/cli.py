@@ -137,7 +137,8 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
 
 
 @main.command()
-@click.option("--preset", type=click.Choice(["targets", "smoke", "wide", "deepseek-v4", "vllm-sites", "plan"]),
+@click.option("--preset", type=click.Choice(["targets", "smoke", "wide", "deepseek-v4", "vllm-sites", "plan",
+                                            "moe-layer"]),
               default="targets",
               show_default=True, help="Shape set (ignored when --shape is given).")
 @click.option("--shape", "specs", multiple=True,

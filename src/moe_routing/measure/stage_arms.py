@@ -47,11 +47,12 @@ def expert_map(inputs: Inputs) -> torch.Tensor | None:
 class _Stage:
     """Per-shape state the stage arms share: each set's ids (route()'s), the map, the block size and buffers."""
 
-    def __init__(self, inputs: Inputs):
+    def __init__(self, inputs: Inputs, block_size: int | None = None):
         shape = self.shape = inputs.shape
         self.inputs = inputs
         self.kwargs = shape.kwargs(inputs.bias)
-        self.block_size = vllm_block_size(shape.tokens)
+        # vLLM's default config's block unless the caller read another config (a tuned file: measure/moe_layer.py)
+        self.block_size = vllm_block_size(shape.tokens) if block_size is None else block_size
         self.map = expert_map(inputs)
         self.ids = [route(logits, shape.topk, **self.kwargs)[1] for logits in inputs.logits]
         self.call = check_plan_call(self.ids[0], shape.experts, self.block_size, self.map,
@@ -141,22 +142,28 @@ def arm_vllm_align(inputs: Inputs):
 def arm_vllm_topk_then_align(inputs: Inputs):
     """vLLM's top-k op of this shape (the one its layer calls: grouped_topk for sigmoid with a bias, topk_softmax
     for softmax, topk_softplus_sqrt for sqrt-softplus), then its ``moe_align_block_size`` on those ids."""
-    from . import arms
-
     stage = _Stage(inputs)
     align_call = _vllm_align(stage)
-    shape = inputs.shape
-    factory = {"sigmoid": arms.arm_vllm_grouped_topk, "softmax": arms.arm_vllm_topk_softmax,
-               "sqrtsoftplus": arms.arm_vllm_topk_softplus_sqrt}[shape.scoring]
-    topk, note = arms.checked_engine_arm("vLLM top-k", factory, inputs)
-    if topk is None:
-        raise ValueError(f"vLLM's top-k op for this shape: {note}")
+    topk = vllm_topk(inputs)
 
     def call(i):
         _, ids = topk(i)
         return align_call(ids)
 
     return call
+
+
+def vllm_topk(inputs: Inputs) -> Callable:
+    """vLLM's top-k op for this shape's scoring, as its layer calls it, checked against the reference on set 0:
+    ``call(i) -> (weights, ids)``; ValueError where it is absent or disagrees."""
+    from . import arms
+
+    factory = {"sigmoid": arms.arm_vllm_grouped_topk, "softmax": arms.arm_vllm_topk_softmax,
+               "sqrtsoftplus": arms.arm_vllm_topk_softplus_sqrt}[inputs.shape.scoring]
+    topk, note = arms.checked_engine_arm("vLLM top-k", factory, inputs)
+    if topk is None:
+        raise ValueError(f"vLLM's top-k op for this shape: {note}")
+    return topk
 
 
 OURS = {

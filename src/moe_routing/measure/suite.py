@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from . import arms as arm_factories
+from . import moe_layer
 from . import stage_arms as stage_arm_factories
 from .bench import Shape, copy_bandwidth_bytes_per_s, make_inputs, run_interleaved
 
@@ -56,6 +57,9 @@ PRESETS = {
                  (384, 8, 1, 1, "sigmoid", torch.bfloat16, 2.827, 0), (64, 6, 1, 1, "sigmoid", torch.bfloat16, 2.446, 0),
                  (128, 8, 1, 1, "softmax", torch.bfloat16, 1.0, 0), (256, 6, 1, 1, "sqrtsoftplus", torch.float32, 1.5, 0))
              for t in PLAN_TOKENS if local or stage_arm_factories.vllm_aligns(t, k, e, False)],
+    # one MoE layer end to end, vLLM's routing stage against route_plan, vLLM's fused_moe_kernel GEMMs after each
+    # (measure/moe_layer.py; --engine-source vllm=DIR)
+    "moe-layer": moe_layer.LAYER_SHAPES,
     "vllm-sites": [Shape(e, k, t, scale=s) for e, k, s in ((64, 6, 2.446), (256, 8, 2.5), (384, 8, 2.827))
                    for t in VLLM_SITE_TOKENS]
     + [Shape(128, 8, t, scoring="softmax", bias=False, scale=1.0) for t in VLLM_SITE_TOKENS]
@@ -88,6 +92,7 @@ def compile_ahead(shapes: list[Shape]) -> None:
 
     dtypes: dict[RoutingShape, set] = {}
     for shape in shapes:
+        shape = getattr(shape, "routing", shape)  # a layer shape's routing stage
         routing = RoutingShape(shape.experts, shape.topk, shape.scoring, torch.float32 if shape.bias else None,
                                shape.groups, shape.topk_group)
         dtypes.setdefault(routing, set()).add(shape.dtype)
@@ -99,6 +104,9 @@ def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, cal
               replays: int, host_max_tokens: int = 128, progress=None) -> dict:
     """Measure every arm on every shape; return the JSON-able result. ``progress(shape, result)`` is called after
     each shape with the result so far (the CLI writes it out, so that a run stopped early keeps what it measured)."""
+    layers = [shape for shape in shapes if isinstance(shape, moe_layer.LayerShape)]
+    # (started first: it builds vLLM's CUDA routing ops in the background while route()'s kernels compile)
+    layer_bench = moe_layer.LayerBench(layers, rounds, calls_per_graph, replays) if layers else None
     compile_ahead(shapes)
     bandwidth = copy_bandwidth_bytes_per_s()
     checked = {**arm_factories.PEERS, **arm_factories.ENGINES}
@@ -123,6 +131,14 @@ def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, cal
     }
     engines = set(arm_factories.ENGINES) | set(stage_arm_factories.ENGINES)
     for shape in shapes:
+        if isinstance(shape, moe_layer.LayerShape):
+            layer_rows, layer_notes = layer_bench.measure(shape)
+            rows += layer_rows
+            notes.setdefault("moe-layer", set()).update(layer_notes)
+            result["engine_notes"] = {name: sorted(n) for name, n in notes.items()}
+            if progress is not None:
+                progress(shape, result)
+            continue
         inputs = make_inputs(shape)
         calls = {}
         for name, factory in (stage_factories if shape.stage else factories).items():
@@ -181,8 +197,9 @@ def _cell(row: dict | None, kind: str = "device") -> str:
 
 
 def markdown(result: dict) -> str:
-    """The device-time table (median over rounds, ± same-arm drift) and the eager host-time table."""
-    rows = result["rows"]
+    """The device-time table (median over rounds, ± same-arm drift) and the eager host-time table; the layer rows
+    (``moe-layer``) in their own table."""
+    rows = [r for r in result["rows"] if not r.get("layer")]
     arms = list(dict.fromkeys(r["arm"] for r in rows))
     shapes = list(dict.fromkeys((r["label"], r["tokens"]) for r in rows))
     index = {(r["label"], r["tokens"], r["arm"]): r for r in rows}
@@ -193,10 +210,10 @@ def markdown(result: dict) -> str:
         f"Copy bandwidth (read + write): {result['copy_bandwidth_TBps']:.2f} TB/s. Device time: µs per call under "
         f"CUDA-graph replay ({result['calls_per_graph']} calls per graph, median of {result['replays']} replays), "
         f"median of {result['rounds']} interleaved rounds, ± the arm's own drift across rounds.",
-        "",
-        "| experts / top-k / groups kept | T | " + " | ".join(arms) + " | target |",
-        "|---|---|" + "---|" * (len(arms) + 1),
     ]
+    if rows:
+        lines += ["", "| experts / top-k / groups kept | T | " + " | ".join(arms) + " | target |",
+                  "|---|---|" + "---|" * (len(arms) + 1)]
     for label, tokens in shapes:
         first = next(r for r in rows if r["label"] == label)
         target = TARGETS_US.get((first["experts"], first["topk"], first["groups"], first["topk_group"], tokens))
@@ -216,6 +233,7 @@ def markdown(result: dict) -> str:
                 lines.append(f"| {label} | {tokens} | " + " | ".join(cells) + " |")
     lines += scoring_comparison(result)
     lines += stage_comparison(result)
+    lines += moe_layer.layer_comparison(result)
     for name, notes in result.get("engine_notes", {}).items():
         lines.append(f"\n{name}: {'; '.join(notes)}")
     return "\n".join(lines) + "\n"
