@@ -369,3 +369,28 @@ def test_plans_replay_in_a_cuda_graph():
     assert all(torch.equal(a, b) for a, b in zip(blocks, expected))
     assert all(torch.equal(a, b) for a, b in zip(grouped, moe_routing.group(ids, experts, expert_map=expert_map)))
     assert torch.equal(routed.ids, ids) and all(torch.equal(a, b) for a, b in zip(routed[2:5], expected))
+
+
+@pytest.mark.parametrize("placement", ["contiguous", "round robin"])
+@pytest.mark.parametrize("block_size,ignore", [(None, False), (16, True), (16, False)])
+def test_route_plan_with_an_expert_parallel_map(placement, block_size, ignore):
+    """An EP rank's plan: route_plan(..., expert_map=) equals route() then align / group with that map, for a
+    contiguous and a round-robin placement, and with both roles of the map in the blocks layout."""
+    experts, topk = 64, 6
+    logits = random_logits(11, experts, torch.bfloat16, seed=1 if placement == "contiguous" else 2)
+    expert_map = maps(experts)[placement]
+    kwargs = dict(correction_bias=random_bias(experts), routed_scaling_factor=2.446)
+    plan = moe_routing.route_plan(logits, topk, block_size=block_size, expert_map=expert_map,
+                                  ignore_invalid_experts=ignore, **kwargs)
+    _, ids = moe_routing.route(logits, topk, **kwargs)
+    assert torch.equal(plan.ids, ids)
+    if block_size is None:
+        expected = reference.group(ids, experts, expert_map=expert_map)
+        assert torch.equal(plan.permutation, expected[0]) and torch.equal(plan.offsets, expected[1])
+        assert plan.offsets.shape == (int(expert_map.max()) + 1,)  # E_local: the map's largest entry + 1
+    else:
+        expected = reference.align(ids, block_size, experts, expert_map, False, ignore)
+        assert all(torch.equal(a, b) for a, b in zip(plan[2:5], expected))
+        used = int(plan.num_tokens_post_padded) // block_size
+        local = set(plan.expert_ids[:used].tolist())
+        assert local <= (set(range(16)) if ignore else set(range(16)) | {-1}), local
