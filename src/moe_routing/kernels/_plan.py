@@ -89,13 +89,25 @@ def plan_kernel(
     program = tl.program_id(0)
     bins_range = tl.arange(0, BINS)
     lanes = tl.arange(0, SLOTS)
-    DROPPED: tl.constexpr = BINS - 1
-
-    if STAGE == 0:
+    if STAGE == 0:  # (a branch on a constexpr: the other stages' code is not compiled into this binary)
         _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
                        offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
                        program, programs, bins_range, lanes, LAYOUT, MAP_MODE, SCATTER, BINS, TAIL)
-        return
+    else:
+        _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr,
+                              permutation_ptr, offsets_ptr, num_slots, num_experts, local_experts, block_size,
+                              sorted_len, blocks_len, program, programs, bins_range, lanes, STAGE, LAYOUT, MAP_MODE,
+                              SCATTER, BINS, SLOTS, ROWS, TAIL)
+
+
+@triton.jit
+def _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr,
+                          permutation_ptr, offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len,
+                          blocks_len, program, programs, bins_range, lanes, STAGE: tl.constexpr, LAYOUT: tl.constexpr,
+                          MAP_MODE: tl.constexpr, SCATTER: tl.constexpr, BINS: tl.constexpr, SLOTS: tl.constexpr,
+                          ROWS: tl.constexpr, TAIL: tl.constexpr):
+    """The chunked path: this chunk's histogram (``COUNT``), or its slots sorted and placed (``PLACE_CHUNK``)."""
+    DROPPED: tl.constexpr = BINS - 1
 
     # ---- this program's chunk and its slots' bins --------------------------------------------------------------
     slots = program * SLOTS + lanes
@@ -103,67 +115,66 @@ def plan_kernel(
     bins = _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, MAP_MODE, DROPPED)
     if STAGE == 1:
         tl.store(counts_ptr + program * BINS + bins_range, tl.histogram(bins, BINS, mask=inside))
-        return
+    else:  # PLACE_CHUNK
+        # ---- every bin's total, the slots of each bin in the chunks before this one, and in this one -------------
+        totals = tl.zeros([BINS], dtype=tl.int32)
+        before = tl.zeros([BINS], dtype=tl.int32)
+        rows = tl.arange(0, ROWS)
+        first = 0
+        while first < programs:
+            row = first + rows
+            table = tl.load(counts_ptr + row[:, None] * BINS + bins_range[None, :], mask=(row < programs)[:, None],
+                            other=0)
+            totals += tl.sum(table, 0)
+            before += tl.sum(tl.where((row < program)[:, None], table, 0), 0)
+            first += ROWS
+        own = tl.histogram(bins, BINS, mask=inside)
+        sizes = _bin_sizes(totals, bins_range, num_experts, block_size, LAYOUT)
+        ends = tl.cumsum(sizes, 0)
+        starts = ends - sizes
 
-    # ---- every bin's total, the slots of each bin in the chunks before this one, and in this one -----------------
-    totals = tl.zeros([BINS], dtype=tl.int32)
-    before = tl.zeros([BINS], dtype=tl.int32)
-    rows = tl.arange(0, ROWS)
-    first = 0
-    while first < programs:
-        row = first + rows
-        table = tl.load(counts_ptr + row[:, None] * BINS + bins_range[None, :], mask=(row < programs)[:, None],
-                        other=0)
-        totals += tl.sum(table, 0)
-        before += tl.sum(tl.where((row < program)[:, None], table, 0), 0)
-        first += ROWS
-    own = tl.histogram(bins, BINS, mask=inside)
-    sizes = _bin_sizes(totals, bins_range, num_experts, block_size, LAYOUT)
-    ends = tl.cumsum(sizes, 0)
-    starts = ends - sizes
-
-    # ---- place the chunk: sorted by (bin, slot), a slot's rank in its bin is its place less its bin's first -----
-    order = tl.sort(bins * SLOTS + lanes)  # slots past the end are dropped ones after every real dropped slot
-    order_bins = order // SLOTS
-    order_slots = program * SLOTS + order % SLOTS
-    base = starts + before - (tl.cumsum(own, 0) - own)  # where each bin's first slot of the chunk goes, less its rank
-    place = tl.gather(base, order_bins, 0) + lanes
-    placed = lanes < tl.minimum(num_slots - program * SLOTS, SLOTS)
-    if LAYOUT == 0:
-        tl.store(sorted_ptr + place, order_slots, mask=placed & (order_bins != DROPPED))
-        if SCATTER:
-            tl.store(scatter_ptr + slots, tl.where(bins != DROPPED, slots, -1), mask=inside)
-        total = tl.sum(sizes, 0)
-        # the padding after each expert's slots: columns of every expert at once, programs taking turns
-        pad_start = starts + totals
-        pad_length = sizes - totals
-        columns = tl.arange(0, 16)
-        column = program * 16
-        while column < block_size:
-            at = column + columns
-            tl.store(sorted_ptr + pad_start[:, None] + at[None, :], num_slots,
-                     mask=at[None, :] < pad_length[:, None])
-            column += programs * 16
-        # each expert's blocks: columns of every expert at once, programs taking turns; -1 past the used blocks
-        first_block = starts // block_size
-        block_counts = sizes // block_size
-        value = bins_range
-        if MAP_MODE == 2:  # blocks keep global experts; their values are the local ones (-1: another rank's)
-            value = tl.load(map_ptr + bins_range, mask=bins_range < num_experts, other=-1).to(tl.int32)
-        column = program * 16
-        while column < tl.max(block_counts, 0):
-            at = column + columns
-            tl.store(expert_ids_ptr + first_block[:, None] + at[None, :], value[:, None] + 0 * at[None, :],
-                     mask=at[None, :] < block_counts[:, None])
-            column += programs * 16
-        _fill(expert_ids_ptr, total // block_size, blocks_len, -1, program, programs, TAIL)
-        _fill(sorted_ptr, total, sorted_len, num_slots, program, programs, TAIL)
-        if program == 0:
-            tl.store(post_padded_ptr, total)
-    else:
-        tl.store(permutation_ptr + place, order_slots, mask=placed)
-        if program == 0:
-            tl.store(offsets_ptr + bins_range, ends, mask=bins_range < local_experts)
+        # ---- place the chunk: sorted by (bin, slot), a slot's rank in its bin is its place less its bin's first -----
+        order = tl.sort(bins * SLOTS + lanes)  # slots past the end are dropped ones after every real dropped slot
+        order_bins = order // SLOTS
+        order_slots = program * SLOTS + order % SLOTS
+        base = starts + before - (tl.cumsum(own, 0) - own)  # where each bin's first slot goes, less its rank
+        place = tl.gather(base, order_bins, 0) + lanes
+        placed = lanes < tl.minimum(num_slots - program * SLOTS, SLOTS)
+        if LAYOUT == 0:
+            tl.store(sorted_ptr + place, order_slots, mask=placed & (order_bins != DROPPED))
+            if SCATTER:
+                tl.store(scatter_ptr + slots, tl.where(bins != DROPPED, slots, -1), mask=inside)
+            total = tl.sum(sizes, 0)
+            # the padding after each expert's slots: columns of every expert at once, programs taking turns
+            pad_start = starts + totals
+            pad_length = sizes - totals
+            columns = tl.arange(0, 16)
+            column = program * 16
+            while column < block_size:
+                at = column + columns
+                tl.store(sorted_ptr + pad_start[:, None] + at[None, :], num_slots,
+                         mask=at[None, :] < pad_length[:, None])
+                column += programs * 16
+            # each expert's blocks: columns of every expert at once, programs taking turns; -1 past the used blocks
+            first_block = starts // block_size
+            block_counts = sizes // block_size
+            value = bins_range
+            if MAP_MODE == 2:  # blocks keep global experts; their values are the local ones (-1: another rank's)
+                value = tl.load(map_ptr + bins_range, mask=bins_range < num_experts, other=-1).to(tl.int32)
+            column = program * 16
+            while column < tl.max(block_counts, 0):
+                at = column + columns
+                tl.store(expert_ids_ptr + first_block[:, None] + at[None, :], value[:, None] + 0 * at[None, :],
+                         mask=at[None, :] < block_counts[:, None])
+                column += programs * 16
+            _fill(expert_ids_ptr, total // block_size, blocks_len, -1, program, programs, TAIL)
+            _fill(sorted_ptr, total, sorted_len, num_slots, program, programs, TAIL)
+            if program == 0:
+                tl.store(post_padded_ptr, total)
+        else:
+            tl.store(permutation_ptr + place, order_slots, mask=placed)
+            if program == 0:
+                tl.store(offsets_ptr + bins_range, ends, mask=bins_range < local_experts)
 
 
 @triton.jit
