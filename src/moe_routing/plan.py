@@ -224,14 +224,16 @@ def _check_group_out(out, call: PlanCall, device) -> None:
     check_buffer("out[1] (offsets)", out[1], call.local_experts, device, shape=(call.local_experts,))
 
 
-def _uses_kernel(ids: torch.Tensor) -> bool:
+def uses_kernel(ids: torch.Tensor) -> bool:
+    """Whether plans of these ids run the kernel: on a GPU, or on a CPU in Triton's interpreter (else the
+    reference)."""
     kernels = _kernel_module()
     return ids.is_cuda or kernels.INTERPRETED
 
 
 def _run_align(call: PlanCall, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter) -> None:
     """A validated align call into its buffers: the kernel, or the reference on a CPU without the interpreter."""
-    if _uses_kernel(ids):
+    if uses_kernel(ids):
         from .kernels.plan_launch import launch_plan
 
         launch_plan(call, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter)
@@ -242,7 +244,7 @@ def _run_align(call: PlanCall, ids, expert_map, sorted_ids, expert_ids, post_pad
 
 
 def _run_group(call: PlanCall, ids, expert_map, permutation, offsets) -> None:
-    if _uses_kernel(ids):
+    if uses_kernel(ids):
         from .kernels.plan_launch import launch_plan
 
         launch_plan(call, ids, expert_map, permutation=permutation, offsets=offsets)

@@ -40,7 +40,7 @@ def plan_launch(call: PlanCall, scatter: bool = False, programmatic: bool = Fals
                   GRID_WAIT=programmatic)
     if call.slots <= ONE_LAUNCH_SLOTS:
         slots = next(size for size in SLOT_CLASSES if call.slots <= size)
-        bins = call.local_experts if call.map_mode == MAP_BINS or not call.block_size else call.experts
+        bins = call.local_experts if call.map_mode == MAP_BINS else call.experts  # a program a bin
         return PlanLaunch(bins + 1, dict(STAGE=PER_BIN, SLOTS=slots, **common), 4 if slots <= 1024 else 8)
     return PlanLaunch(triton.cdiv(call.slots, CHUNK_SLOTS), dict(STAGE=PLACE_CHUNK, SLOTS=CHUNK_SLOTS, **common), 8)
 

@@ -16,7 +16,7 @@ import torch
 from .. import reference
 from ..call import check_call
 from ..op import route, route_hash
-from ..plan import align, group
+from ..plan import align, group, uses_kernel
 from ..reference import evaluate_hash
 from ..verify import WEIGHT_TOL, Verdict, verify
 
@@ -85,7 +85,7 @@ def run_check(tokens: int, device: str, cases=MODEL_CASES, progress=None) -> lis
         else:
             weights, ids = route(logits, case.topk, **kwargs)
             verdict = verify(weights, ids, logits, case.topk, **kwargs)
-        plans, plans_equal = check_plans(ids, case.experts) if plans_run_a_kernel(ids) else (0, 0)
+        plans, plans_equal = check_plans(ids, case.experts) if uses_kernel(ids) else (0, 0)  # (else: the reference against itself)
         call = check_call(logits, case.topk, case.scoring, bias, case.groups, case.topk_group, True, case.scale, None)
         rows.append({
             "case": case.name,
@@ -108,14 +108,6 @@ def run_check(tokens: int, device: str, cases=MODEL_CASES, progress=None) -> lis
 
 
 PLAN_BLOCK_SIZES = (16, 64)
-
-
-def plans_run_a_kernel(ids: torch.Tensor) -> bool:
-    """Whether ``align``/``group`` of these ids run the plan kernel (a GPU, or Triton's interpreter on a CPU); on a
-    CPU without the interpreter they run the reference, and comparing it with itself would prove nothing."""
-    from ..kernels import INTERPRETED
-
-    return ids.is_cuda or INTERPRETED
 
 
 def check_plans(ids: torch.Tensor, experts: int) -> tuple[int, int]:
