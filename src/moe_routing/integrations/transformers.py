@@ -30,9 +30,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..call import check_call, check_hash_call
+from ..call import check_call
 from ..op import route, route_hash
-from ..reference import evaluate, evaluate_hash
+from ..reference import evaluate
 from ..verify import MARGIN, decision_margins
 from .transformers_experts import (ExpertsShadowRecorder, ExpertsSwitch, experts_switched,  # registers on import
                                    restore_experts, switch_experts)
