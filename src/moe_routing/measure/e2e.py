@@ -3,10 +3,11 @@
 A DeepSeek-V3-architecture model with random weights and the real routing shape (256 experts, 8 groups
 keep 4, top-8, a random correction bias) but few layers and a small hidden size, in bf16 on the GPU.
 Three arms: the model as transformers runs it, its routers patched, and its routers patched with its experts
-switched to the ``moe_routing`` experts implementation (the plan from ``group()``). Arms alternate A B C A B C; every block starts from a fresh KV cache and prefill, then times ``steps``
-greedy decode steps (wall time around the loop, synchronised). Reports tokens/s per arm (median over
-blocks) with the same-arm drift, and the routing share of one decode step: the routers' eager time
-per step (timed alone with CUDA events at the step's token count) over the step's time.
+switched to the ``moe_routing`` experts implementation (the plan from ``group()``). Arms alternate A B C A B C;
+every block starts from a fresh KV cache and prefill, then times ``steps`` greedy decode steps (wall time around the
+loop, synchronised). Reports tokens/s per arm (median over blocks) with the same-arm drift, and the routing share of
+one decode step: the routers' eager time per step (timed alone with CUDA events at the step's token count) over the
+step's time.
 """
 
 from __future__ import annotations
