@@ -158,10 +158,11 @@ def test_sqrt_window_keys_of_inaccurate_scores_are_not_trusted():
     ladder of 5e-5 steps: its keys' order is wrong by 2.4e-5 per pair, far above the near-tie margin, with the keys
     50 steps apart. A bias of 2 on expert 100 puts every row's other picks among such experts, and the certificate
     must refuse their keys (ranked exactly instead); the other rows are random logits of -14 to -27 with a small
-    random bias. Every plan must give float64's picks."""
+    random bias. Every plan must give float64's picks. Six rows: a full program and a partial one on the four-row
+    tiles, a partial one on the larger tiles."""
     experts = 256
     gen = torch.Generator().manual_seed(3)
-    rows = 16 * TOKEN_SCALE
+    rows = 6 * TOKEN_SCALE
     grid = torch.stack([torch.randperm(experts, generator=gen) for _ in range(rows)]).float()
     logits = -14.0 - 0.05 * grid - 0.05 * torch.rand(rows, 1, generator=gen)
     bias = torch.randn(experts, generator=gen) * 3e-5
@@ -180,9 +181,12 @@ def test_sqrt_window_keys_of_inaccurate_scores_are_not_trusted():
 
 @pytest.mark.parametrize("renormalize", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("shape", [(1, 2, 1), (7, 131, 5), (3, 257, 8), (13, 1021, 31), (2, 1024, 32)],
+@pytest.mark.parametrize("shape", [(1, 2, 1), (7, 131, 5), (3, 257, 8), (3, 1021, 31), (2, 1024, 32)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_sqrtsoftplus_matrix(shape, dtype, renormalize):
+    """Odd and prime shapes through route(), with and without a bias. At these token counts route() takes the
+    latency class's plan, one program a row: a few rows of a shape run the same code as many (the interpreter's
+    time grows with the rows)."""
     tokens, experts, topk = shape
     logits = random_logits(tokens * TOKEN_SCALE, experts, dtype, seed=experts + 1)
     bias = random_bias(experts, torch.bfloat16, seed=experts, scale=0.3)
@@ -192,7 +196,10 @@ def test_sqrtsoftplus_matrix(shape, dtype, renormalize):
 
 @pytest.mark.parametrize("groups,kept", [(8, 4), (4, 1), (8, 8)])
 def test_grouped_sqrtsoftplus(groups, kept):
-    logits = random_logits(9 * TOKEN_SCALE, 256, torch.bfloat16, seed=groups)
+    """Grouped sqrt-softplus on every plan; 8 groups keeping all 8 are flat rows (the bitonic plans, whose top-8
+    fills the list). Five rows: a full program and a partial one on the four-row tiles, a partial one on the
+    larger tiles."""
+    logits = random_logits(5 * TOKEN_SCALE, 256, torch.bfloat16, seed=groups)
     bias = random_bias(256, torch.float32, seed=groups, scale=0.2)
     route_every_plan(logits, 8, correction_bias=bias, num_expert_group=groups, topk_group=kept, **V4)
     route_and_check(logits, 8, correction_bias=bias, num_expert_group=groups, topk_group=kept, **V4)

@@ -71,40 +71,12 @@ def test_kept_groups_under_the_window_are_redone_exactly():
     assert all(e < 128 for e in ids[1])  # a clean row keeps four of groups 0-3
 
 
-@pytest.mark.parametrize("case", ["nan bias", "window outside (-8, 8)", "window far from 0", "no bias",
-                                  "bfloat16 bias"])
-def test_every_key_encoding_of_the_grouped_path(case):
-    logits = random_logits(6, EXPERTS, torch.bfloat16, seed=9)
-    logits[1, ::5] = NAN
-    logits[2] = float("-inf")
-    bias = random_bias(EXPERTS, seed=3)
-    if case == "nan bias":  # one non-finite entry: exact keys for the whole call, that expert invalid
-        bias[7] = NAN
-    elif case == "window outside (-8, 8)":  # (below it: c of magnitude 8 or more loses the 1e-6 margin in float32)
-        bias = bias - 9.0
-    elif case == "window far from 0":  # inside (-8, 8): window keys
-        bias = bias + 5.0
-    elif case == "no bias":
-        bias = None
-    else:
-        bias = bias.to(torch.bfloat16)
-    ids = _ids_of_every_plan(logits, bias)
-    assert all(len(set(row)) == TOPK for row in ids)
-
-
-@pytest.mark.parametrize("experts,groups,kept,topk", [
-    (256, 8, 4, 8), (512, 16, 8, 8), (64, 2, 1, 6), (256, 4, 2, 16), (128, 4, 3, 5),
-    # steps of two groups, each over two lanes (lists of 8, 16 and 32 keys): the tiles whose group scores
-    # once came out wrong on the H200 only (docs/kernel-design-log.md)
-    (128, 2, 1, 4), (64, 2, 1, 12), (512, 8, 4, 20)])
-def test_one_pass_gives_the_two_pass_bits(experts, groups, kept, topk):
-    """Groupings the one-pass path serves (launch.one_pass_ok): every plan, and each one-pass plan's
-    two-pass twin (all_plans), against float64 and bit for bit; rows with NaN, -inf, exact ties inside
-    and across groups, tied groups, and invalid experts (-inf and +inf logits) with the largest bias."""
-    from moe_routing.call import check_call
-    from moe_routing.kernels import all_plans
-
-    tokens = 7 * TOKEN_SCALE
+def _hard_rows(tokens, experts, groups):
+    """bf16 logits (7 rows or more) with a random row, NaN among finite logits, an all -inf row, two groups of the
+    same values (tied group scores), every expert tied, half of every group -inf, and the first expert of every
+    group low or invalid: -inf in odd groups, +inf in every fourth (as invalid as -inf: the group scores tell by
+    x * 0). ``_hard_bias`` gives those first experts the largest bias: an invalid one must not count towards its
+    group's score."""
     logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + groups).cpu()
     size = experts // groups
     logits[1, ::3] = NAN
@@ -112,15 +84,67 @@ def test_one_pass_gives_the_two_pass_bits(experts, groups, kept, topk):
     logits[3, :size] = logits[3, size:2 * size]  # groups 0 and 1 hold the same values: tied group scores
     logits[4] = 0.5  # every expert tied
     logits[5, 1::2] = float("-inf")  # half of every group invalid
-    # the first expert of every group has the largest bias; in odd groups its logit is -inf (invalid: it
-    # must not count towards its group's score), in even groups valid and low
     logits[6, 0::size] = -8.0
     logits[6, size::2 * size] = float("-inf")
-    logits[6, size::4 * size] = float("inf")  # +inf is as invalid as -inf (the group scores tell by x * 0)
-    logits = logits.to(DEVICE)
+    logits[6, size::4 * size] = float("inf")
+    return logits.to(DEVICE)
+
+
+def _hard_bias(experts, groups):
+    """A random bias, the same on groups 0 and 1 (with ``_hard_rows``' row 3: tied groups), 1.5 (the largest entry)
+    on the first expert of every group."""
+    size = experts // groups
     bias = random_bias(experts, seed=groups)
     bias[size:2 * size] = bias[:size]
     bias[0::size] = 1.5
+    return bias
+
+
+@pytest.mark.parametrize("case", ["window outside (-8, 8), a nan entry", "bfloat16 bias, window far from 0"])
+def test_every_key_encoding_of_the_grouped_path(case):
+    """Each key encoding of a biased call on every plan of DeepSeek-V3's grouping, each one-pass plan with its
+    two-pass twin (all_plans), on ``_hard_rows``. (The unbiased call's plans run on random, NaN and -inf rows in
+    test_plans.test_every_plan_matches_float64; that the rule gives it the bitonic kernel is checked here.)
+
+    Exact keys: a window outside (-8, 8) and a NaN bias entry each take them for the whole call (the same branch
+    of the same plans; test_window_keys checks that each alone does); here they hold together: c of magnitude 8 or
+    more (where window keys would lose the 1e-6 margin in float32) and an expert made invalid by its bias. Window
+    keys: a bfloat16 bias whose window lies far from 0 (inside (-8, 8)); the window is formed in float32 from the
+    bias as loaded, so one case holds both."""
+    from moe_routing.call import check_call
+    from moe_routing.kernels import all_plans
+
+    logits = _hard_rows(7, EXPERTS, GROUPS)
+    bias = _hard_bias(EXPERTS, GROUPS)
+    if case.startswith("window outside"):
+        bias = bias - 9.0
+        bias[7] = NAN  # one non-finite entry: that expert invalid
+    else:
+        bias = (bias + 5.0).to(torch.bfloat16)
+        assert bias.float().max() + 1.0 < 8.0  # the window's top (max b + 1) inside (-8, 8): window keys
+    call = check_call(logits, TOPK, "sigmoid", bias, GROUPS, KEPT, True, 2.5, None)
+    assert any(plan.constexprs.get("ONE_PASS") for plan in all_plans(call, True, True).values())
+    assert {plan.name for plan in all_plans(call, True, biased=False).values()} == {"bitonic"}  # (without bias)
+    ids = _ids_of_every_plan(logits, bias)
+    assert all(len(set(row)) == TOPK for row in ids)
+
+
+@pytest.mark.parametrize("experts,groups,kept,topk", [
+    (512, 16, 8, 8), (64, 2, 1, 6), (256, 4, 2, 16), (128, 4, 3, 5),
+    # steps of two groups, each over two lanes (lists of 8, 16 and 32 keys): the tiles whose group scores
+    # once came out wrong on the H200 only (docs/kernel-design-log.md)
+    (128, 2, 1, 4), (64, 2, 1, 12), (512, 8, 4, 20)])
+def test_one_pass_gives_the_two_pass_bits(experts, groups, kept, topk):
+    """Groupings the one-pass path serves (launch.one_pass_ok): every plan, and each one-pass plan's
+    two-pass twin (all_plans), against float64 and bit for bit, on ``_hard_rows``: NaN, -inf, exact ties inside
+    and across groups, tied groups, and invalid experts (-inf and +inf logits) with the largest bias.
+    DeepSeek-V3's grouping (256 experts, 8 groups, 4 kept, K = 8) runs on these rows, with each key encoding, in
+    test_every_key_encoding_of_the_grouped_path."""
+    from moe_routing.call import check_call
+    from moe_routing.kernels import all_plans
+
+    logits = _hard_rows(7 * TOKEN_SCALE, experts, groups)
+    bias = _hard_bias(experts, groups)
     call = check_call(logits, topk, "sigmoid", bias, groups, kept, True, 2.5, None)
     assert any(plan.constexprs.get("ONE_PASS") for plan in all_plans(call, True).values())
     results = route_every_plan(logits, topk, correction_bias=bias, num_expert_group=groups, topk_group=kept,

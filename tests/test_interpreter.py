@@ -68,3 +68,44 @@ def test_installed_only_where_written_for():
     from moe_routing.kernels import interpreter
 
     assert interpreter.install() == triton.__version__.startswith(interpreter.WRITTEN_FOR)
+
+
+@triton.jit
+def _integer_kernel(a_ptr, b_ptr, sum_ptr, difference_ptr, product_ptr, N: tl.constexpr):
+    offsets = tl.arange(0, N)
+    a = tl.load(a_ptr + offsets)
+    b = tl.load(b_ptr + offsets)
+    tl.store(sum_ptr + offsets, a + b)
+    tl.store(difference_ptr + offsets, a - b)
+    tl.store(product_ptr + offsets, a * b)
+
+
+def test_integer_arithmetic_without_the_unchecked_overflow_condition(monkeypatch):
+    """The interpreter builds no overflow condition for a launch without ``debug`` (Triton's ``device_assert`` drops
+    it there): int32 sums, differences and products, wrapping ones included, come out as with the condition built."""
+    from triton.language.semantic import TritonSemantic
+    from triton.runtime import interpreter
+
+    assert not interpreter.InterpreterOptions().debug
+    built = []
+    original = TritonSemantic.binary_op_sanitize_overflow_impl.original
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randint(-2**31, 2**31 - 1, (64,), generator=gen, dtype=torch.int32)
+    b = torch.randint(-2**31, 2**31 - 1, (64,), generator=gen, dtype=torch.int32)
+    a[:4] = torch.tensor([2**31 - 1, -2**31, 65536, -1], dtype=torch.int32)
+    b[:4] = torch.tensor([1, 1, 65536, -2**31], dtype=torch.int32)
+    outputs = []
+    for condition in ("skipped", "built"):
+        if condition == "built":
+            def counting(self, lhs, rhs, op):
+                built.append(op.__name__)
+                return original(self, lhs, rhs, op)
+            monkeypatch.setattr(TritonSemantic, "binary_op_sanitize_overflow_impl", counting)
+        out = [torch.full((64,), -7, dtype=torch.int32) for _ in range(3)]
+        _integer_kernel[(1,)](a, b, *out, 64)
+        outputs.append(out)
+    assert sorted(set(built)) == ["add", "mul", "sub"]
+    expected = [(a.long() + b.long()), (a.long() - b.long()), (a.long() * b.long())]
+    for skipped, with_condition, wide in zip(*outputs, expected):
+        assert torch.equal(skipped, with_condition)
+        assert torch.equal(skipped, torch.from_numpy(wide.numpy().astype("int32")))  # two's-complement wrap

@@ -10,9 +10,10 @@ CASES = [  # (experts, topk, groups, topk_group, scoring)
     (256, 8, 8, 4, "sigmoid"), (384, 8, 1, 1, "sigmoid"), (64, 6, 1, 1, "softmax"), (160, 6, 8, 3, "softmax"),
 ]
 # On the GPU the batches cross token classes (the rule picks another plan at 257, 4096, 16384 tokens); in the
-# interpreter they stay small, and every class's plan runs on these shapes in
+# interpreter they stay in the latency class, whose plans take one row a program on these shapes (T changes only
+# the grid and the mask of the rows past T), and every class's plan runs on these shapes in
 # test_plans.test_every_plan_matches_float64, which asserts that all of them give the same bits.
-BATCHES = [1, 2, 3, 7, 64, 300, 4096, 20000] if ON_GPU else [1, 2, 3, 7, 19]
+BATCHES = [1, 2, 3, 7, 64, 300, 4096, 20000] if ON_GPU else [1, 2, 3, 7]
 
 
 @pytest.mark.parametrize("experts,topk,groups,topk_group,scoring", CASES, ids=str)
@@ -22,7 +23,7 @@ def test_rows_do_not_depend_on_batch(experts, topk, groups, topk_group, scoring)
     bias = random_bias(experts, seed=experts + 1)
     kwargs = dict(scoring_func=scoring, correction_bias=bias, num_expert_group=groups, topk_group=topk_group)
     full_w, full_i = moe_routing.route(logits, topk, **kwargs)
-    for tokens in BATCHES:
+    for tokens in BATCHES[:-1]:  # (the last is the whole batch: full_w, full_i)
         w, i = moe_routing.route(logits[:tokens], topk, **kwargs)
         assert torch.equal(i, full_i[:tokens]) and torch.equal(w, full_w[:tokens]), tokens
     # the last rows of the batch, routed alone and shifted to a different position in another batch

@@ -41,16 +41,57 @@ SHAPES = [  # (experts, topk, groups, topk_group, scoring, bias)
 ]
 
 
+# the shapes whose plans also meet infinite logits among finite ones (``_infinite_rows``): the unchecked streams'
+# (``CHECKED_STREAM`` off: 160 and 256 experts from 4096 tokens) and their neighbours, flat and grouped
+NON_FINITE_SHAPES = [(256, 8, 1, 1, "sigmoid", True), (160, 8, 1, 1, "sigmoid", True), (384, 8, 1, 1, "sigmoid", True),
+                     (256, 8, 8, 4, "sigmoid", True)]
+
+
 @pytest.mark.parametrize("experts,topk,groups,topk_group,scoring,with_bias", SHAPES, ids=str)
 def test_every_plan_matches_float64(experts, topk, groups, topk_group, scoring, with_bias):
+    """Every plan of the shape (``route_every_plan``) fully writes poisoned outputs, matches float64 and gives the
+    same bits, on a random row, a row with NaN, an -inf row and two random rows: the last alone in its program on
+    tiles of up to four rows, a program whose rows are all settled without the exact redo. ``NON_FINITE_SHAPES``
+    also on infinite logits among finite ones, in the rows before these (``_infinite_rows``)."""
     tokens = 67 if ON_GPU else 5
     logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + topk)
     logits[1, ::7] = float("nan")
     logits[2] = float("-inf")
     bias = random_bias(experts, seed=experts) if with_bias else None
+    infinite = (experts, topk, groups, topk_group, scoring, with_bias) in NON_FINITE_SHAPES
+    if infinite:
+        rows, bias = _infinite_rows(experts)
+        logits = torch.cat([rows, logits])
     results = route_every_plan(logits, topk, scoring_func=scoring, correction_bias=bias, num_expert_group=groups,
                                topk_group=topk_group, routed_scaling_factor=2.5)
     assert_plans_agree(results)
+    if infinite:
+        _, _, ids = next(iter(results.values()))
+        assert not (ids[0] == 5).any() and not (ids[2] == 37).any() and not (ids[3] == 37).any()
+
+
+def _infinite_rows(experts):
+    """Rows of infinite logits among finite ones, and the bias they are routed with.
+
+    Unchecked streams of runs (``CHECKED_STREAM`` off) key infinite logits as if finite (c = 1 + b for +inf, b for
+    -inf) and leave them to the tail, which redoes a row with exact keys when one of its top runs' experts is not
+    finite. Rows where that matters: a lone +inf (row 0: its fake key is the row's largest, so its run is always a
+    top run), several +inf, a -inf with a large bias (rows 2 and 3: its fake c = b tops the row), +inf and NaN
+    together, an +inf row, an -inf stretch, and a row without any. The infinite experts are invalid: never picked
+    while valid ones remain (rows 0, 2 and 3: the caller checks the ids)."""
+    logits = random_logits(8, experts, torch.bfloat16, seed=experts + 11)
+    bias = random_bias(experts, seed=experts + 12)
+    bias[37] = 2.0  # expert 37: the largest bias, so a -inf logit there (c = b) keys above most finite ones
+    logits[0, 5] = float("inf")
+    logits[1, [3, 90, experts - 1]] = float("inf")
+    logits[2, 37] = float("-inf")
+    logits[3, 37] = float("-inf")
+    logits[3, 100] = float("inf")
+    logits[4, 1] = float("inf")
+    logits[4, ::9] = float("nan")
+    logits[5] = float("inf")
+    logits[6, 64:96] = float("-inf")
+    return logits, bias
 
 
 def test_float32_rows_every_plan():
@@ -64,34 +105,6 @@ def test_float32_rows_every_plan():
     results = route_every_plan(logits, 8, correction_bias=bias, routed_scaling_factor=2.5)
     assert not results["large"][0].constexprs["PREFETCH"]  # the float32 rule's plan was the one run
     assert_plans_agree(results)
-
-
-@pytest.mark.parametrize("experts,groups,topk_group", [(256, 1, 1), (160, 1, 1), (384, 1, 1), (256, 8, 4)], ids=str)
-def test_infinite_logits_among_finite_ones_on_every_plan(experts, groups, topk_group):
-    """Unchecked streams of runs (``CHECKED_STREAM`` off) key infinite logits as if finite (c = 1 + b for +inf, b for -inf) and leave them to
-    the tail, which redoes a row with exact keys when one of its top runs' experts is not finite. Rows where that
-    matters: a lone +inf (its fake key is the row's largest, so its run is always a top run), several +inf, a -inf
-    with a large bias (its fake c = b tops the row), +inf and NaN together, an +inf row, and rows without any. Every
-    plan must fully write, match float64 (the infinite experts are invalid: never picked while valid ones remain)
-    and give the same bits."""
-    tokens = 67 if ON_GPU else 9
-    logits = random_logits(tokens, experts, torch.bfloat16, seed=experts + 11)
-    bias = random_bias(experts, seed=experts + 12)
-    bias[37] = 2.0  # expert 37: the largest bias, so a -inf logit there (c = b) keys above most finite ones
-    logits[0, 5] = float("inf")
-    logits[1, [3, 90, experts - 1]] = float("inf")
-    logits[2, 37] = float("-inf")
-    logits[3, 37] = float("-inf")
-    logits[3, 100] = float("inf")
-    logits[4, 1] = float("inf")
-    logits[4, ::9] = float("nan")
-    logits[5] = float("inf")
-    logits[6, 64:96] = float("-inf")
-    results = route_every_plan(logits, 8, correction_bias=bias, num_expert_group=groups, topk_group=topk_group,
-                               routed_scaling_factor=2.5)
-    assert_plans_agree(results)
-    _, _, ids = next(iter(results.values()))
-    assert not (ids[0] == 5).any() and not (ids[2] == 37).any() and not (ids[3] == 37).any()
 
 
 @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no bias"])
@@ -253,8 +266,8 @@ def test_unchecked_streams_only_where_measured():
     """The four-lane tile's window keys skip the stream's finite check (``CHECKED_STREAM`` off) for
     bf16 sigmoid rows with a bias, K <= 8, of 160, 224, 256 and 512 experts from 4096 tokens (LARGE), and of 256 also
     from 12288 (LARGE_12K); every other plan keeps it: 128, 192 and 384 experts, other token classes, softmax, no bias,
-    float32 logits, grouped rows, lists of 16 keys. Exactness: ``test_infinite_logits_among_finite_ones_on_every_plan``
-    (rows the tail must redo) and ``test_every_plan_matches_float64`` run these plans, and
+    float32 logits, grouped rows, lists of 16 keys. Exactness: ``test_every_plan_matches_float64`` runs these plans,
+    on rows the tail must redo among others (``NON_FINITE_SHAPES``), and
     ``test_large_12k_class_drops_step_ahead_loads_where_measured`` the 224- and 512-expert ones against float64 and
     against their LARGE_12K plans, which keep the check."""
     from moe_routing.kernels.rules import CLASS_NAMES, choose_plan
@@ -345,8 +358,17 @@ def test_store_first_gives_the_same_bits(experts, groups, kept, tclass_name):
 def test_word_loads_only_where_rows_are_aligned(dtype, experts):
     """The word tiles (from 65536 tokens: a lane per row at 256 experts, two lanes per row at 384) read
     16-bit logits as 64-bit words only from 16-byte aligned rows; the same call on unaligned views of the
-    same values takes the plain loads (at 384 experts another tile) and gives the same bits."""
+    same values takes the plain loads (at 384 experts another tile) and gives the same bits.
+
+    Every plan runs on the aligned rows (the unaligned rows' plans among them) and on rows of another stride. The
+    view shifted off alignment keeps the aligned rows' stride and takes the aligned run's unaligned plans: in the
+    interpreter, which reads any address alike, the same code on the same values, so there the one plan the
+    alignment changes runs on it (the 65536 class's); on the GPU, where Triton specialises every plan on 16-byte
+    alignment, every plan runs on it."""
+    from moe_routing.kernels import launch
+    from moe_routing.kernels.launch import rule_plan
     from moe_routing.kernels.rules import HUGE_64K, choose_plan, wide_loads_ok
+    from moe_routing.verify import verify
 
     tokens = 67 if ON_GPU else 5
     logits = random_logits(tokens, experts, dtype, seed=11)
@@ -369,10 +391,18 @@ def test_word_loads_only_where_rows_are_aligned(dtype, experts):
     assert any(plan.constexprs.get("WORDS") for plan, _, _ in aligned.values())
     assert_plans_agree(aligned)
     _, weights, ids = aligned["huge 64k"]
-    for view in (padded[:, :experts], shifted):
+    for view in (padded[:, :experts], shifted) if ON_GPU else (padded[:, :experts],):
         results = route_every_plan(view, 8, **kwargs)
         assert not any(plan.constexprs.get("WORDS") for plan, _, _ in results.values())
         assert all(torch.equal(i, ids) and torch.equal(w, weights) for _, w, i in results.values())
+    if not ON_GPU:  # the shifted rows' plan of the 65536 class: plain loads of a base 2 bytes off alignment
+        plan = rule_plan(call._replace(tokens=65536), shifted, bias, True)  # what launch() would choose
+        assert not plan.constexprs["WORDS"]
+        out = poisoned_out(tokens, 8)
+        launch(call, shifted, bias, *out, plan=plan)
+        assert_fully_written(*out)
+        assert verify(*out, shifted, 8, **kwargs).ok
+        assert torch.equal(out[1], ids) and torch.equal(out[0], weights)
 
 
 def test_register_cap_only_on_the_measured_tile():
@@ -455,7 +485,12 @@ def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_grou
     the rounds hand over where ``rounds_ok`` allows; the same tile with the lanes' sorts and merges instead
     gives the same bits, ties, non-finite rows (the exact redo), scores that underflow (kept as the window picked
     them, the weights re-read), padding and a bias outside the window (exact keys for the whole call) included,
-    renormalised or not, into poisoned outputs."""
+    renormalised or not, into poisoned outputs.
+
+    The rounds without the handover run where their code differs from the two others': with the window keys,
+    renormalised. Unrenormalised, their selection is the renormalised run's and their stores the lane merge's
+    (``_store_row`` of one row, RENORMALIZE off; softmax hands nothing over unrenormalised); with the bias outside
+    the window every row takes the exact keys and the handover's stores are masked off in every row."""
     if shift and not with_bias:
         pytest.skip("no bias to shift")
     if shift and not renormalize:
@@ -480,7 +515,7 @@ def test_rounds_selection_equals_the_lane_merge(experts, topk, groups, topk_grou
     merged = plan._replace(constexprs={**plan.constexprs, "ROUNDS": False})
     reread = plan._replace(constexprs={**plan.constexprs, "HANDOVER": False})  # stores that re-read the logits (SMALL's 512 / 8)
     outputs = []
-    for variant in (plan, merged, reread):
+    for variant in (plan, merged, reread) if renormalize and not shift else (plan, merged):
         weights, ids = poisoned_out(tokens, topk, logits.device)
         launch(call, logits, bias, weights, ids, plan=variant)
         assert_fully_written(weights, ids)
@@ -644,9 +679,14 @@ DENSE_SHAPES = [  # (experts, topk, groups, topk_group, scoring, with_bias): K f
 def test_dense_and_strided_stores_give_the_same_bits(experts, topk, groups, topk_group, scoring, with_bias):
     """Dense outputs are stored ([T, K], strides (K, 1), 16-byte aligned: ``launch.dense_outputs``) with the
     layout compiled in (``DENSE_OUT``, the rule's lane-per-row plans), others element by element at their strides:
-    every bitonic plan of the rule with DENSE_OUT on (forced where the rule has it off) gives the same bits into dense
-    buffers as into strided views (where it falls back to the strided stores) and as with DENSE_OUT off, fully
-    written, and the strided way writes nothing outside its views."""
+    the bitonic plans of the rule with DENSE_OUT on (forced where the rule has it off) give the same bits into dense
+    buffers as into strided views (where they fall back to the strided stores), fully written, and the strided way
+    writes nothing outside its views.
+
+    In the interpreter one plan runs for each store code (``_store_code``: DENSE_OUT changes nothing else), and the
+    strided views' run is the DENSE_OUT-off reference; on the GPU, where Triton compiles each tile's layouts and
+    specialises on the outputs' 16-byte alignment, every plan runs, and also with DENSE_OUT off into the dense
+    buffers."""
     from moe_routing.kernels import launch
     from moe_routing.kernels.rules import tensor_traits
 
@@ -660,6 +700,11 @@ def test_dense_and_strided_stores_give_the_same_bits(experts, topk, groups, topk
         if plan.name == "bitonic" and all(plan != other for other in plans):
             plans.append(plan)
     assert plans and all(plan.constexprs["DENSE_OUT"] == (plan.constexprs["LANES"] == 1) for plan in plans)
+    if not ON_GPU:
+        firsts = {}
+        for plan in plans:
+            firsts.setdefault(_store_code(plan), plan)
+        plans = list(firsts.values())
     for plan in plans:
         plan = plan._replace(constexprs={**plan.constexprs, "DENSE_OUT": True})
         dense = poisoned_out(tokens, topk)
@@ -676,10 +721,21 @@ def test_dense_and_strided_stores_give_the_same_bits(experts, topk, groups, topk
                                                                   strided[0].contiguous().view(torch.int32)), plan
         assert (weights_store[:, :3] == -1).all() and (weights_store[:, 3 + topk:] == -1).all()
         assert (ids_store[:, :4] == -1).all() and (ids_store[:, 4 + topk:] == -1).all()
-        # the strided plan's reference run: the same plan with DENSE_OUT off on dense buffers
-        plain = poisoned_out(tokens, topk)
-        launch(call, logits, bias, *plain, plan=plan._replace(constexprs={**plan.constexprs, "DENSE_OUT": False}))
-        assert torch.equal(plain[1], dense[1]) and torch.equal(plain[0], dense[0])
+        if ON_GPU:  # the same plan with DENSE_OUT off on dense buffers: another binary there
+            plain = poisoned_out(tokens, topk)
+            launch(call, logits, bias, *plain,
+                   plan=plan._replace(constexprs={**plan.constexprs, "DENSE_OUT": False}))
+            assert torch.equal(plain[1], dense[1]) and torch.equal(plain[0], dense[0])
+
+
+def _store_code(plan):
+    """What a bitonic plan's stores (``_store_outputs``, the one place DENSE_OUT is read) depend on besides the
+    call: the path that stores (the rounds' picks with the scores handed over, the rounds' picks re-read, or the
+    stream's rows, stored before the exact redo or after), the rows a program and the length of the lists. In the
+    interpreter (no layouts) plans alike in these run the same store code on the same values: every plan gives the
+    same bits (``test_every_plan_matches_float64``)."""
+    c = plan.constexprs
+    return c["ROUNDS"], c["HANDOVER"], c["STORE_FIRST"], c["ROWS"], c["CHUNK"]
 
 
 def test_dense_outputs_decide_the_stores():
@@ -748,18 +804,22 @@ def test_grid_wait_only_on_nvidia_from_hopper(monkeypatch, capability, hip, enab
         assert list(got.constexprs) == list(plan.constexprs)  # the kernel's parameter order, for the direct launch
 
 
-def test_pdl_switch_is_read_from_the_environment():
-    import os
-    import subprocess
-    import sys
+def test_pdl_switch_is_read_from_the_environment(monkeypatch):
+    """MOE_ROUTING_PDL=0 turns programmatic dependent launch off, read when kernels/launch.py is imported: the
+    module's code run afresh (a copy beside the imported module, in its package) under each setting."""
+    import importlib
+    import importlib.util
 
-    read = "import importlib; print(importlib.import_module('moe_routing.kernels.launch')._PDL_ENABLED)"
-    for value, expected in (("0", "False"), ("1", "True"), (None, "True")):
-        env = {k: v for k, v in os.environ.items() if k != "MOE_ROUTING_PDL"}
-        if value is not None:
-            env["MOE_ROUTING_PDL"] = value
-        done = subprocess.run([sys.executable, "-c", read], env=env, capture_output=True, text=True, timeout=300)
-        assert done.stdout.strip() == expected, done.stderr[-2000:]
+    imported = importlib.import_module("moe_routing.kernels.launch")  # (the package's ``launch`` is the function)
+    for value, expected in (("0", False), ("1", True), (None, True)):
+        if value is None:
+            monkeypatch.delenv("MOE_ROUTING_PDL", raising=False)
+        else:
+            monkeypatch.setenv("MOE_ROUTING_PDL", value)
+        spec = importlib.util.spec_from_file_location("moe_routing.kernels._launch_read_afresh", imported.__file__)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert module._PDL_ENABLED is expected, value
 
 
 COMPILE_GRID_WAIT = SM90_PLAN_COMPILER + """

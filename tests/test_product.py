@@ -95,7 +95,14 @@ def test_speedups_compare_every_other_arm_with_route():
     assert speedups({"rows": rows}) == {"torch.max(dim=-1)": (1.5, 2.5, 2)}
 
 
-def test_census_counts_and_judges_tile_classes():
+def test_census_counts_and_judges_tile_classes(monkeypatch):
+    """The command counts the tile classes and runs the ones its filters select. Its three runs enumerate the same
+    classes (a few seconds of rules over the census grid): they enumerate them once."""
+    from functools import cache
+
+    from moe_routing.measure import census
+
+    monkeypatch.setattr(census, "tile_classes", cache(census.tile_classes))
     runner = CliRunner()
     counted = runner.invoke(main, ["census", "--count", "--device", "cpu"])
     assert counted.exit_code == 0, counted.output

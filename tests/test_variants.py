@@ -3,7 +3,8 @@
 The switches of the bitonic kernel are tested here one by one: on the plans where the rule turns a switch on, the
 same plan with it off must give the same bits (every switch changes when values arrive or where they go, never
 which values are used) and both must match float64, on rows of NaN, -inf, +inf among finite logits, exact ties
-and tied groups, with window keys and with exact keys.
+and tied groups, with window keys and with exact keys. A plan found for several switches runs once, against each
+of them switched off.
 """
 
 import re
@@ -56,26 +57,59 @@ def _plans_with(name, limit=2):
     return found
 
 
-@pytest.mark.parametrize("name", BOOLEAN_SWITCHES)
-def test_variant_switch_keeps_the_bits(name):
-    plans = _plans_with(name)
-    assert plans, f"no rule plan switches {name}: the rule or SWITCH_SHAPES changed"
-    for (experts, topk, groups, kept, scoring, with_bias), plan in plans:
-        tokens = 2 * plan.rows + 3 if not ON_GPU else 64 * plan.rows + 3
-        logits, bias = hard_inputs(experts, groups, tokens, "cuda" if ON_GPU else "cpu", experts + topk)
-        for shift in ((0.0, 8.0) if with_bias and scoring == "sigmoid" else (None,)):
-            b = None if shift is None else bias + shift
-            call = check_call(logits, topk, scoring, b, groups, kept, True, 2.5, None)
-            results = []
-            for variant in (plan, _switched_off(plan, name)):
-                weights, ids = poisoned_out(tokens, topk, logits.device)
-                launch(call, logits, b, weights, ids, plan=variant)
-                assert_fully_written(weights, ids)
-                verdict = verify(weights, ids, logits, topk, scoring_func=scoring, correction_bias=b,
-                                 num_expert_group=groups, topk_group=kept, routed_scaling_factor=2.5)
-                assert verdict.ok, (name, variant.constexprs, shift, verdict)
-                results.append((weights, ids))
-            (w_on, i_on), (w_off, i_off) = results
+def _switch_cases():
+    """(shape, plan, switches) for each distinct plan of ``_plans_with`` over every switch: a plan in which several
+    switches are on is run once and compared with each of them switched off."""
+    cases = []
+    for name in BOOLEAN_SWITCHES:
+        for shape, plan in _plans_with(name):
+            same = next((case for case in cases if case[1] == plan), None)
+            if same is None:
+                cases.append((shape, plan, [name]))
+            else:
+                same[2].append(name)
+    return cases
+
+
+SWITCH_CASES = _switch_cases()
+
+
+def _case_id(shape, plan, switches):
+    """The switches tested, the shape, the tile (rows x lanes) and whether it loads a step ahead."""
+    prefetch = "-prefetch" if plan.constexprs["PREFETCH"] else ""
+    return f"{'+'.join(switches)}-{'-'.join(map(str, shape[:4]))}-{plan.rows}x{plan.constexprs['LANES']}{prefetch}"
+
+
+def test_every_switch_has_rule_plans():
+    """Every switch is on in some rule plan of SWITCH_SHAPES, and ``test_variant_switch_keeps_the_bits`` runs it."""
+    for name in BOOLEAN_SWITCHES:
+        assert _plans_with(name), f"no rule plan switches {name}: the rule or SWITCH_SHAPES changed"
+        assert sum(name in switches for _, _, switches in SWITCH_CASES) == len(_plans_with(name)), name
+
+
+@pytest.mark.parametrize("shape,plan,switches", SWITCH_CASES,
+                         ids=[_case_id(*case) for case in SWITCH_CASES])
+def test_variant_switch_keeps_the_bits(shape, plan, switches):
+    """The rule's plan and, for each switch it has on, the same plan with that switch off: the same bits, both
+    matching float64. Tokens: the special rows of ``hard_inputs`` (at least 5), and programs enough that one is not
+    the first and one is cut short by the last row."""
+    experts, topk, groups, kept, scoring, with_bias = shape
+    tokens = 64 * plan.rows + 3 if ON_GPU else max(plan.rows + 1, 5)
+    logits, bias = hard_inputs(experts, groups, tokens, "cuda" if ON_GPU else "cpu", experts + topk)
+    for shift in ((0.0, 8.0) if with_bias and scoring == "sigmoid" else (None,)):
+        b = None if shift is None else bias + shift
+        call = check_call(logits, topk, scoring, b, groups, kept, True, 2.5, None)
+        results = []
+        for name, variant in [(None, plan)] + [(name, _switched_off(plan, name)) for name in switches]:
+            weights, ids = poisoned_out(tokens, topk, logits.device)
+            launch(call, logits, b, weights, ids, plan=variant)
+            assert_fully_written(weights, ids)
+            verdict = verify(weights, ids, logits, topk, scoring_func=scoring, correction_bias=b,
+                             num_expert_group=groups, topk_group=kept, routed_scaling_factor=2.5)
+            assert verdict.ok, (name, variant.constexprs, shift, verdict)
+            results.append((name, weights, ids))
+        _, w_on, i_on = results[0]
+        for name, w_off, i_off in results[1:]:
             assert torch.equal(i_on, i_off) and torch.equal(w_on, w_off), (name, plan.constexprs, shift)
 
 

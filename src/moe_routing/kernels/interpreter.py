@@ -10,7 +10,10 @@ Profiled on the test suite (Triton 3.6), three pieces of the interpreter took mo
 * every call of a ``@triton.jit`` helper re-patched ``triton.language`` (``inspect.getmembers`` over three modules)
   although the kernel's launch had patched it for the whole run: a helper call now patches only modules not yet
   patched during that launch (Triton's own patches of a helper call are never undone, so once is enough);
-* the dtype table was rebuilt on every conversion: it is built once.
+* the dtype table was rebuilt on every conversion: it is built once;
+* every integer add, subtract and multiply of fewer than 64 bits built Triton's overflow condition (both operands
+  cast to int64, the operation again, two comparisons) for a ``device_assert`` that drops it unless the launch runs
+  with ``debug``: without ``debug`` the condition is not built (with it, exactly as Triton builds and checks it).
 
 ``install()`` applies this to the Triton it finds when that Triton is the one it was written against (3.6) and the
 interpreter is on; otherwise it changes nothing. tests/test_interpreter.py checks the reduction against the
@@ -41,6 +44,7 @@ def install() -> bool:
     _install_reduce(interpreter)
     _install_helper_calls(interpreter)
     _install_dtype_table(interpreter)
+    _install_overflow_condition(interpreter)
     _installed = True
     return True
 
@@ -120,3 +124,18 @@ def _install_dtype_table(interpreter) -> None:
         return found
 
     interpreter._get_np_dtype = get_np_dtype
+
+
+def _install_overflow_condition(interpreter) -> None:
+    semantic = type(interpreter.interpreter_semantic)
+    original = semantic.binary_op_sanitize_overflow_impl
+
+    def binary_op_sanitize_overflow_impl(self, lhs, rhs, binary_op):
+        """Triton's overflow condition, built only where its ``device_assert`` keeps it (``debug``) or outside the
+        interpreter."""
+        if isinstance(self.builder, interpreter.InterpreterBuilder) and not self.builder.options.debug:
+            return None
+        return original(self, lhs, rhs, binary_op)
+
+    binary_op_sanitize_overflow_impl.original = original
+    semantic.binary_op_sanitize_overflow_impl = binary_op_sanitize_overflow_impl
