@@ -164,6 +164,9 @@ def align_request(ids=None, block_size=16, experts=64, expert_map="none", scatte
     ("AITER mask map", dict(expert_map="with mask"), "expert_map not an int32/int64 [E] tensor on the ids' device"),
     ("scatter, relabel", dict(expert_map="int32", scatter_relabel=True),
      "scatter index with a relabelling map (vLLM refuses it)"),
+    ("256 slots", dict(ids=torch.zeros(32, 8, dtype=torch.int32)), SUBSTITUTED),
+    ("257 slots", dict(ids=torch.zeros(257, 1, dtype=torch.int32)),
+     "more than 256 slots (measured slower than vLLM's op there)"),
 ])
 def test_align_gate_accepts_what_align_serves_exactly(case, kwargs, reason):
     assert dispatch.decide_align(align_request(**kwargs), GRAPH) == (reason == SUBSTITUTED, reason), case

@@ -145,7 +145,8 @@ def _parse_shapes(specs: tuple[str, ...], tokens: str) -> list:
               help="E/K[/G:KEPT][/softmax|/sqrtsoftplus][/nobias][/fp32|/fp16][/bias+SHIFT], repeatable "
                    "(bias+5: every bias entry shifted by 5).")
 @click.option("--tokens", default="1,128,8192,65536", show_default=True, help="Token counts for --shape.")
-@click.option("--arms", default=None, help="Comma-separated arm names to keep (default: all available).")
+@click.option("--arms", default=None, help="Comma-separated arm names to keep (default: all available but "
+              "'reference (torch.compile)', which compiles for tens of seconds a shape).")
 @click.option("--rounds", default=3, show_default=True, help="Interleaved rounds per shape (drift).")
 @click.option("--calls-per-graph", default=50, show_default=True)
 @click.option("--replays", default=20, show_default=True)

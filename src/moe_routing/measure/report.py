@@ -51,7 +51,8 @@ def _compile_ahead(device: str, check_cases, check_tokens: int, bench_shapes, fa
     from ..call import check_call
     from ..kernels import host_launch
     from ..precompile import compile_launches, launch_for
-    from .check import case_inputs
+    from .check import PLAN_BLOCK_SIZES, case_inputs
+    from .suite import compile_plan_kernels_ahead
     from .shadow import router_inputs
 
     builder = None
@@ -85,12 +86,16 @@ def _compile_ahead(device: str, check_cases, check_tokens: int, bench_shapes, fa
         bar.total = len(launches)
         bar.refresh()
         compile_launches(launches, 16, progress=bar.update)
+        # the check's dispatch plans: both layouts, without and with its map (a rank holding every fourth expert)
+        bar.set_postfix_str("dispatch plans")
+        compile_plan_kernels_ahead([(check_tokens, case.topk, case.experts, len(range(1, case.experts, 4)),
+                                     PLAN_BLOCK_SIZES + (None,)) for case in check_cases])
         if builder is not None:
             bar.set_postfix_str("C++ host path")
             builder.join()
 
 
-def _verdict(check_rows, recorders, bench_result) -> list[str]:
+def _verdict(check_rows, recorders, bench_result, stage_result=None) -> list[str]:
     """The report's first lines: exact or not, and the speed against the other arms measured here."""
     wrong = [r["case"] for r in check_rows if r["ok"] != "yes"]
     shadow_wrong = [name for name, recorder in recorders.items() if recorder.route_wrong()]
@@ -114,6 +119,12 @@ def _verdict(check_rows, recorders, bench_result) -> list[str]:
     for arm, (low, high, shapes) in summary.items():
         lines.append(f"**Speed against {arm}:** route(out=) is {low:.1f}–{high:.1f}× faster in device time "
                      f"under CUDA-graph replay on the {shapes} shapes it ran ({bench_result['gpu']}).")
+    stage = speedups(stage_result, ours="moe_routing.route_plan(out=)") if stage_result else {}
+    if "vLLM top-k + align" in stage:
+        low, high, shapes = stage["vLLM top-k + align"]
+        lines.append(f"**Routing stage against vLLM's top-k + moe_align_block_size:** vLLM's stage takes "
+                     f"{low:.1f}–{high:.1f}× route_plan(out=)'s device time on the {shapes} shapes it ran "
+                     "(above 1: route_plan faster).")
     engines = bench_result.get("engines_present") or []
     lines.append("")
     lines.append(f"Engine routing ops importable here: {', '.join(engines) if engines else 'none'} "
@@ -126,27 +137,35 @@ def write_report(out: Path, device: str, backend: str, check_tokens: int, bench_
     """Run the stages and write ``out/report.md`` (and the plots); returns its path."""
     from .check import MODEL_CASES, check_rows_plot, run_check
     from .shadow import run_shadow, shadow_table, tiny_model
-    from .suite import PRESETS, REPORT_ARMS, markdown, plot, run_suite, write_outputs
+    from .suite import PRESETS, REPORT_ARMS, REPORT_STAGE_TOKENS, markdown, plot, run_suite, stage_comparison, \
+        write_outputs
 
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     stages = Stages()
     bench_shapes = PRESETS[bench_preset] if device == "cuda" and bench_preset else []
+    # the routing stage (top-k + blocks plan) beside vLLM's where vLLM aligns: the plan preset's shapes without a
+    # map, at a decode, a small-prefill and a prefill size
+    stage_shapes = [shape for shape in PRESETS["plan"] if shape.tokens in REPORT_STAGE_TOKENS
+                    and not shape.local_experts] if bench_shapes else []
     if device == "cuda":
-        _compile_ahead(device, MODEL_CASES, check_tokens, bench_shapes, shadow_families, stages)
+        _compile_ahead(device, MODEL_CASES, check_tokens, bench_shapes + stage_shapes, shadow_families, stages)
 
     with stages.run("check", len(MODEL_CASES), "case") as bar:
         check_rows = run_check(check_tokens, device, MODEL_CASES, progress=lambda case: bar.update())
 
-    bench_result = None
+    bench_result = stage_result = None
     if bench_shapes:
         from .arms import ENGINES
 
         with stages.run("bench", len(bench_shapes), "shape") as bar:
             bench_result = run_suite(bench_shapes, REPORT_ARMS + list(ENGINES), rounds=3, calls_per_graph=50,
-                                     replays=20, progress=lambda shape: bar.update())
+                                     replays=20, progress=lambda shape, result: bar.update())
         write_outputs(bench_result, out)
         plot(bench_result, out / "report.png")
+        with stages.run("stage", len(stage_shapes), "shape") as bar:
+            stage_result = run_suite(stage_shapes, None, rounds=3, calls_per_graph=50, replays=20, host_max_tokens=0,
+                                     progress=lambda shape, result: bar.update())
     else:
         check_rows_plot(check_rows, out / "report.png", backend)
 
@@ -163,7 +182,7 @@ def write_report(out: Path, device: str, backend: str, check_tokens: int, bench_
     timing = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in stages.seconds.items())
     sections = [
         "# moe-routing report", "",
-        *_verdict(check_rows, recorders, bench_result), "",
+        *_verdict(check_rows, recorders, bench_result, stage_result), "",
         "![report](report.png)", "",
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC} · `{command}` · {platform.node()} · "
         f"torch {torch.__version__} · {backend} · {total:.0f} s ({timing})",
@@ -177,6 +196,11 @@ def write_report(out: Path, device: str, backend: str, check_tokens: int, bench_
                      "`moe-routing bench --preset wide`."]
     else:
         sections += ["", "## Speed", "", "Skipped: no CUDA GPU here (`moe-routing bench` needs one)."]
+    if stage_result is not None:
+        sections += ["", "## The routing stage (`moe-routing bench --preset plan`)", "",
+                     "route_plan (the top-k and vLLM's blocks layout) beside route() + align and vLLM's top-k op + "
+                     "its `moe_align_block_size` where their ops load (installed vLLM; the plan preset also takes "
+                     "`--engine-source vllm=DIR`).", *stage_comparison(stage_result)]
     sections += ["", "## Shadow comparison inside live model forwards (`moe-routing shadow`)", "",
                  f"Tiny models with random weights and each family's real routing shape, {SHADOW_PROMPTS} prompts of "
                  f"{SHADOW_PROMPT_TOKENS} tokens and {SHADOW_NEW_TOKENS} decoded tokens; the model keeps its own "

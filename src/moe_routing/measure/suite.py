@@ -31,6 +31,7 @@ TARGETS_US = {
 
 VLLM_SITE_TOKENS = (1, 8, 64, 256, 2048, 8192)
 PLAN_TOKENS = (1, 4, 16, 64, 256, 1024, 8192, 65536)
+REPORT_STAGE_TOKENS = (16, 256, 8192)  # the routing-stage rows of ``moe-routing report``
 
 PRESETS = {
     "targets": [Shape(e, k, t, g, kg) for (e, k, g, kg, t) in TARGETS_US],
@@ -72,8 +73,13 @@ PRESETS = {
 REPORT_ARMS = ["moe_routing.route(out=)", "moe_routing.route", "empty kernel", "torch.max(dim=-1)",
                "straightforward Triton"]
 
+# arms run only when named in ``--arms``: torch.compile of the reference takes tens of seconds a shape, which would
+# take a preset of forty shapes past minutes
+NAMED_ONLY_ARMS = {"reference (torch.compile)"}
+
 HOST_ARMS = {"moe_routing.route(out=)", "moe_routing.route", "moe_routing.route(out=) via Python", "torch.max(dim=-1)",
-             "empty kernel", "moe_routing via the vLLM plugin"} | set(arm_factories.ENGINES)
+             "empty kernel", "moe_routing via the vLLM plugin", "moe_routing.route_plan(out=)", "moe_routing.align",
+             "vLLM top-k + align", "vLLM moe_align_block_size"} | set(arm_factories.ENGINES)
 
 
 def _shape_fields(shape: Shape) -> dict:
@@ -98,6 +104,53 @@ def compile_ahead(shapes: list[Shape]) -> None:
         dtypes.setdefault(routing, set()).add(shape.dtype)
     for routing, used in dtypes.items():
         warmup(routing, dtypes=sorted(used, key=str))
+    compile_plan_kernels_ahead([(shape.tokens, shape.topk, shape.experts, shape.local_experts, (16,))
+                                for shape in shapes
+                                if getattr(shape, "stage", False) or isinstance(shape, moe_layer.LayerShape)])
+
+
+def compile_plan_kernels_ahead(plans: list[tuple[int, int, int, int, tuple]], threads: int = 16,
+                               device=None) -> int:
+    """Compile, in parallel, the dispatch-plan kernels of ``plans``: (tokens, topk, experts, experts this rank holds
+    (0: no map), block sizes (None: the grouped layout)), each with the slot class and launches its token count
+    takes, every role of its map, int32 ids; so that nothing timed or checked waits for them one at a time. Returns
+    how many distinct kernels that is. ``device``: the CUDA device (default: the current one); in Triton's
+    interpreter (CPU tensors) nothing compiles and the count is the same."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..kernels._plan import plan_kernel
+    from ..kernels.launch import programmatic_launch_ok
+    from ..kernels.plan_launch import counting, plan_arguments, plan_launch
+    from ..plan_call import check_plan_call
+
+    device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+    programmatic = device.type == "cuda" and programmatic_launch_ok(device.index)
+    dummy = torch.empty(64, dtype=torch.int32, device=device)  # outputs: never written (nothing is launched)
+    jobs: dict = {}
+    for tokens, topk, experts, local, block_sizes in plans:
+        ids = torch.empty(tokens, topk, dtype=torch.int32, device=device)
+        expert_map = None
+        if local:  # only the map's role reaches the binary: this rank's share holds the first experts
+            expert_map = torch.full((experts,), -1, dtype=torch.int32, device=device)
+            expert_map[:local] = torch.arange(local, dtype=torch.int32, device=device)
+        for block_size in block_sizes:
+            for ignore in (True, False) if expert_map is not None and block_size else (False,):
+                call = check_plan_call(ids, experts, block_size, expert_map, ignore_invalid_experts=ignore)
+                launch = plan_launch(call, programmatic=programmatic)
+                args, constexprs = plan_arguments(call, ids, expert_map, dummy, dummy, dummy, None, dummy, dummy,
+                                                  launch)
+                options = dict(num_warps=launch.num_warps, **(dict(launch_pdl=True) if programmatic else {}))
+                for stage in ([counting(constexprs)] if launch.launches == 2 else []) + [constexprs]:
+                    jobs.setdefault(tuple(sorted(stage.items())), (args, {**options, **stage}))
+
+    def compile_one(job) -> None:
+        args, kwargs = job
+        plan_kernel.warmup(*args, grid=(1,), **kwargs)
+
+    with ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(compile_one, job) for job in jobs.values()]:
+            future.result()
+    return len(jobs)
 
 
 def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, calls_per_graph: int,
@@ -113,6 +166,8 @@ def run_suite(shapes: list[Shape], arm_names: list[str] | None, rounds: int, cal
     factories = {**arm_factories.OURS, **arm_factories.BASELINES, **checked}
     if arm_names:
         factories = {name: f for name, f in factories.items() if name in arm_names}
+    else:
+        factories = {name: f for name, f in factories.items() if name not in NAMED_ONLY_ARMS}
     stage_factories = {**stage_arm_factories.OURS, **stage_arm_factories.ENGINES, "moe_routing.route(out=)":
                        arm_factories.arm_route}
     if arm_names:
