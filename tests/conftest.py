@@ -84,6 +84,12 @@ def route_and_check(logits, topk, **kwargs):
 
     Returns the verdict; near-tie rows are counted for the summary line.
     """
+    return route_checked(logits, topk, **kwargs)[0]
+
+
+def route_checked(logits, topk, **kwargs):
+    """``route_and_check``, returning (verdict, weights, ids): the checked call's own outputs, for tests that read
+    them further without routing again."""
     out = poisoned_out(logits.shape[0], topk, logits.device)
     weights, ids = moe_routing.route(logits, topk, out=out, **kwargs)
     assert weights is out[0] and ids is out[1], "route(out=...) must return the caller's buffers"
@@ -97,7 +103,7 @@ def route_and_check(logits, topk, **kwargs):
     _TOTALS["exact_tie_rows"] += verdict.exact_tie_rows
     _TOTALS["near_tie_rows"] += verdict.near_tie_rows
     _TOTALS["near_tie_differing"] += verdict.near_tie_differing
-    return verdict
+    return verdict, weights, ids
 
 
 def printed_without_interpreter(program: str, cache_dir) -> list[str]:

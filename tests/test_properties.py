@@ -5,9 +5,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import moe_routing
-from conftest import DEVICE, TOKEN_SCALE, assert_fully_written, poisoned_out
-from moe_routing.verify import verify
+from conftest import DEVICE, TOKEN_SCALE, route_checked
 
 SPECIALS = torch.tensor([float("nan"), float("inf"), float("-inf")])
 
@@ -45,29 +43,13 @@ def routing_calls(draw):
     return logits.to(dtype).to(DEVICE), topk, kwargs
 
 
-def _route_checked(logits, topk, kwargs):
-    """The call routed once into poisoned buffers and judged as conftest's ``route_and_check`` judges it: the
-    caller's buffers returned, every element written, no malformed or mismatched row, weights within tolerance of
-    float64. Returns the outputs, so that the properties below read the checked call's own results (routing again
-    would double the interpreter's time)."""
-    out = poisoned_out(logits.shape[0], topk, logits.device)
-    weights, ids = moe_routing.route(logits, topk, out=out, **kwargs)
-    assert weights is out[0] and ids is out[1], "route(out=...) must return the caller's buffers"
-    assert_fully_written(weights, ids)
-    verdict = verify(weights, ids, logits, topk, **kwargs)
-    assert verdict.malformed_rows == 0, verdict
-    assert verdict.mismatched_rows == 0, verdict
-    assert verdict.max_weight_error <= verdict.weight_tol, verdict
-    return weights, ids
-
-
 # 60 random calls a run, in three parts that pytest-xdist can run side by side (each part draws its own calls)
 @pytest.mark.parametrize("part", range(3))
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=routing_calls())
 def test_random_calls_match_float64(part, case):
     logits, topk, kwargs = case
-    weights, ids = _route_checked(logits, topk, kwargs)
+    weights, ids = route_checked(logits, topk, **kwargs)[1:]
     ids = ids.long().cpu()
     experts = logits.shape[1]
     groups, kept = kwargs["num_expert_group"], kwargs["topk_group"]
