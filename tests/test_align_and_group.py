@@ -10,7 +10,8 @@ import torch
 import moe_routing
 from conftest import DEVICE, random_bias, random_logits
 from moe_routing import reference
-from moe_routing.kernels.plan_launch import ONE_LAUNCH_SLOTS, SLOT_CLASSES, PlanLaunch, launch_plan, plan_launch
+from moe_routing.kernels.plan_launch import (CHUNK_CLASSES, CHUNK_PROGRAMS, ONE_LAUNCH_SLOTS, SLOT_CLASSES, PlanLaunch,
+                                             chunk_slots, launch_plan, plan_launch)
 from moe_routing.kernels._plan import PER_BIN, PLACE_CHUNK
 from moe_routing.plan_call import check_plan_call
 
@@ -174,8 +175,7 @@ def test_the_two_launch_path_on_small_chunks():
         for launch in (one, chunked):
             if block_size:
                 out = poisoned(call, scatter=True)
-                launch_plan(call, ids, expert_map, *out, launch=launch._replace(
-                    constexprs={**launch.constexprs, "SCATTER": True}))
+                launch_plan(call, ids, expert_map, *out, launch=launch)
             else:
                 out = (torch.full((call.slots,), POISON, dtype=torch.int32, device=DEVICE),
                        torch.full((call.local_experts,), POISON, dtype=torch.int32, device=DEVICE))
@@ -197,6 +197,16 @@ def test_plans_take_one_launch_up_to_the_limit_and_chunks_beyond():
     for slots in (0, 1, 255, 256, 257, 1024, 1025, ONE_LAUNCH_SLOTS):
         call = check_plan_call(torch.zeros(slots, 1, dtype=torch.int32), 64, 16)
         assert plan_launch(call).constexprs["SLOTS"] == min(size for size in SLOT_CLASSES if size >= slots)
+    # beyond: the smallest chunk class needing no more than CHUNK_PROGRAMS programs, else the largest class
+    for slots in (ONE_LAUNCH_SLOTS + 1, 512 * CHUNK_PROGRAMS, 512 * CHUNK_PROGRAMS + 1, 2048 * CHUNK_PROGRAMS + 1,
+                  4096 * CHUNK_PROGRAMS, 4096 * CHUNK_PROGRAMS + 1, 10 ** 7):
+        launch = plan_launch(check_plan_call(torch.zeros(slots, 1, dtype=torch.int32), 64, 16))
+        chunk = launch.constexprs["SLOTS"]
+        assert chunk == chunk_slots(slots) and chunk in CHUNK_CLASSES and launch.launches == 2
+        assert launch.programs == -(-slots // chunk)
+        assert launch.programs <= CHUNK_PROGRAMS or chunk == CHUNK_CLASSES[-1]
+        assert chunk == CHUNK_CLASSES[0] or -(-slots // CHUNK_CLASSES[CHUNK_CLASSES.index(chunk) - 1]) > CHUNK_PROGRAMS
+    assert chunk_slots(ONE_LAUNCH_SLOTS + 1) == CHUNK_CLASSES[0] and chunk_slots(10 ** 7) == CHUNK_CLASSES[-1]
     mapped = check_plan_call(torch.zeros(4, 8, dtype=torch.int32), 64, None, torch.arange(64) % 8 - 1)
     assert plan_launch(mapped).programs == 7 + 1  # a program a local expert, then the dropped
 

@@ -86,6 +86,9 @@ def test_compile_check_refuses_unknown_or_mixed_targets_unknown_models_and_the_i
         compile_check.run_compile_check(targets=("sm_90", "gfx942"))
     with pytest.raises(ValueError, match="models: unknown"):
         compile_check.run_compile_check(models=("llama",))
+    for layouts in ((), ("padded",)):
+        with pytest.raises(ValueError, match="layouts: expected a choice of aligned, unaligned"):
+            compile_check.run_compile_check(layouts=layouts)
     if os.environ.get("TRITON_INTERPRET") == "1":
         with pytest.raises(RuntimeError, match="without TRITON_INTERPRET"):
             compile_check.run_compile_check(models=("mixtral",))
@@ -124,26 +127,26 @@ def test_one_plan_compiles_for_sm_90_with_pdl_and_without_spills(tmp_path):
 
 
 def test_plan_kernel_launches_cover_every_compile_time_choice():
-    """compile-check builds the dispatch-plan kernel as align/group launch it: both layouts, the map's three roles,
-    the scatter index, every slot class of the one-launch path and both launches of the chunked path, int32 and int64
-    ids; each binary once."""
-    from moe_routing.kernels._plan import COUNT, PER_BIN, PLACE_CHUNK
-    from moe_routing.kernels.plan_launch import SLOT_CLASSES
+    """compile-check builds the dispatch-plan kernel as align/group launch it: both layouts, every slot class of
+    the one-launch path and both launches of the chunked path at every chunk class, int32 and int64 ids, and every
+    runtime role of a map and of the scatter index (which share binaries); each launch once."""
+    from moe_routing.kernels._plan import BLOCKS, COUNT, GROUPED, PER_BIN, PLACE_CHUNK
+    from moe_routing.kernels.plan_launch import CHUNK_CLASSES, SLOT_CLASSES
 
     for ids_dtype in (torch.int32, torch.int64):
         launches = compile_check.plan_kernel_launches(256, 8, ids_dtype)
-        seen = {tuple(sorted(launch.plan.constexprs.items())) for launch in launches}
-        # distinct launches: their compile-time choices, or the map passed to a launch that leaves it unused
-        assert len({(key, launch.arguments()[0][1].dtype) for key, launch in
-                    zip((tuple(sorted(launch.plan.constexprs.items())) for launch in launches), launches)}) == \
-            len(launches)
-        chosen = {(c["LAYOUT"], c["MAP_MODE"], c["SCATTER"], c["STAGE"]) for c in map(dict, seen)}
-        for stage in (PER_BIN, PLACE_CHUNK):
-            assert {(0, 0, False, stage), (0, 0, True, stage), (0, 1, True, stage), (0, 2, False, stage),
-                    (1, 0, False, stage), (1, 1, False, stage)} <= chosen
-        assert {(0, 0, False, COUNT), (0, 1, False, COUNT)} == {key for key in chosen if key[3] == COUNT}
-        one_launch = {dict(key)["SLOTS"] for key in seen if dict(key)["STAGE"] == PER_BIN}
-        assert one_launch == set(SLOT_CLASSES)
+        chosen = {(launch.plan.constexprs["STAGE"], launch.plan.constexprs["LAYOUT"], launch.plan.constexprs["SLOTS"])
+                  for launch in launches}
+        assert chosen == ({(PER_BIN, layout, slots) for layout in (BLOCKS, GROUPED) for slots in SLOT_CLASSES}
+                          | {(PLACE_CHUNK, layout, slots) for layout in (BLOCKS, GROUPED) for slots in CHUNK_CLASSES}
+                          | {(COUNT, BLOCKS, slots) for slots in CHUNK_CLASSES})
+        roles = {(launch.plan.constexprs["LAYOUT"], launch.arguments()[0][-2], launch.arguments()[0][-1])
+                 for launch in launches if launch.plan.constexprs["STAGE"] != COUNT}  # (layout, map_mode, scatter)
+        assert roles == {(BLOCKS, 0, 0), (BLOCKS, 0, 1), (BLOCKS, 1, 1), (BLOCKS, 2, 0), (GROUPED, 0, 0),
+                         (GROUPED, 1, 0)}
+        keys = [(tuple(sorted(launch.plan.constexprs.items())), launch.plan.num_warps, launch.arguments()[0][1].dtype,
+                 *launch.arguments()[0][-2:]) for launch in launches]
+        assert len(set(keys)) == len(keys)  # each launch once
         args, kwargs = launches[0].arguments()
         assert args[0].dtype == ids_dtype and kwargs["num_warps"] > 0
         assert not any(launch.plan.constexprs["GRID_WAIT"] or "launch_pdl" in launch.arguments()[1]
@@ -153,5 +156,35 @@ def test_plan_kernel_launches_cover_every_compile_time_choice():
         assert all(launch.plan.constexprs["GRID_WAIT"] and launch.arguments()[1]["launch_pdl"] for launch in nvidia)
     jobs = compile_check._jobs(("moonlight",), (torch.bfloat16,), rocm=True)
     assert any(layout == "plan" for _, _, layout, _ in jobs)
+    assert {layout for _, _, layout, _ in jobs} == {"aligned", "unaligned", "plan"}
+    aligned = compile_check._jobs(("moonlight",), (torch.bfloat16,), rocm=True, layouts=("aligned",))
+    assert {layout for _, _, layout, _ in aligned} == {"aligned", "plan"}
     assert not any(layout == "plan" for _, _, layout, _ in compile_check._jobs(("moonlight",), (torch.bfloat16,),
                                                                                 rocm=True, plans=False))
+
+
+def test_compile_check_command_refuses_bad_layouts_and_dtypes():
+    from click.testing import CliRunner
+
+    from moe_routing.cli import main
+
+    for option, value, expected in (("--layouts", "aligned,padded", "expected a comma-separated choice of aligned, "
+                                     "unaligned"), ("--dtypes", "bf8", "expected a comma-separated choice of")):
+        result = CliRunner().invoke(main, ["compile-check", option, value])
+        assert result.exit_code == 2 and expected in result.output, result.output
+
+
+@pytest.mark.parametrize("rocm", [True, False])
+def test_float16_logits_take_bfloat16s_plans(rocm):
+    """CI compiles bf16's plans for 16-bit logits (.ci/run): the rules choose the same plan for fp16 at every token
+    class of every checked model, aligned or not, on both vendors, so fp16's binaries differ from bf16's only in
+    the conversion of the loaded half-words to float32."""
+    from moe_routing.precompile import resolve_shapes
+
+    for model in compile_check.DEFAULT_MODELS:
+        shape = resolve_shapes(model)[0]
+        for unaligned in (False, True):
+            plans = [[(launch.call.tokens, launch.plan) for launch in
+                      shape_launches(shape, dtype, "cpu", unaligned=unaligned, rocm=rocm)]
+                     for dtype in (torch.bfloat16, torch.float16)]
+            assert plans[0] == plans[1] and len(plans[0]) >= 3, (model, unaligned)

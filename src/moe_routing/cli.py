@@ -380,6 +380,16 @@ def _dtypes(ctx, param, value: str):
     return tuple(getattr(torch, _DTYPE_NAMES[n]) for n in names)
 
 
+def _layouts(ctx, param, value: str) -> tuple[str, ...]:
+    """``aligned,unaligned`` as compile_check.LAYOUTS names."""
+    from .measure.compile_check import LAYOUTS
+
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not names or any(n not in LAYOUTS for n in names):
+        raise click.BadParameter(f"{value!r}: expected a comma-separated choice of {', '.join(LAYOUTS)}")
+    return names
+
+
 def _model_names() -> list[str]:
     from .precompile import MODEL_SHAPES
 
@@ -418,10 +428,12 @@ def warmup(models, dtypes, int64_ids, padded, threads) -> None:
 @click.option("--model", "models", multiple=True, type=click.Choice(_model_names()),
               help="Repeatable [default: deepseek-v3, kimi-k2, moonlight, qwen3-moe, deepseek-v4].")
 @click.option("--dtypes", default="bf16,fp16,fp32", show_default=True, callback=_dtypes, help="Logits dtypes.")
+@click.option("--layouts", default="aligned,unaligned", show_default=True, callback=_layouts,
+              help="Logits rows on 16-byte boundaries (aligned) or not (unaligned).")
 @click.option("--jobs", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default=True,
               help="Processes compiling at once.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also write the table here.")
-def compile_check(targets, models, dtypes, jobs, out) -> None:
+def compile_check(targets, models, dtypes, layouts, jobs, out) -> None:
     """Compile every plan for NVIDIA or AMD GPUs (no GPU needed); exit 1 on a compile error, or a register spill
     on AMD (NVIDIA spills are listed: compile_check.failures says why they do not fail)."""
     import time
@@ -436,7 +448,7 @@ def compile_check(targets, models, dtypes, jobs, out) -> None:
     with tqdm(desc="compile", unit="kernel", file=sys.stderr) as bar:
         try:
             rows = run_compile_check(targets, models or DEFAULT_MODELS, dtypes, jobs,
-                                     progress=lambda row: bar.update())
+                                     progress=lambda row: bar.update(), layouts=layouts)
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--target") from None
     table = tabulate(rows, headers="keys", tablefmt="github")

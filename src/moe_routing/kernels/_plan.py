@@ -26,17 +26,19 @@ import triton.language as tl
 
 PER_BIN, COUNT, PLACE_CHUNK = 0, 1, 2
 BLOCKS, GROUPED = 0, 1
-# MAP_MODE takes plan_call's NO_MAP, MAP_BINS, MAP_VALUES: 0, 1, 2
+# map_mode takes plan_call's NO_MAP, MAP_BINS, MAP_VALUES: 0, 1, 2. It and the scatter switch are runtime arguments,
+# not constexprs: each is a uniform branch on a scalar, and one binary then serves every role of a map (fewer
+# binaries to compile, on the GPU at first use and in compile-check)
 
 
 @triton.jit
-def _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, MAP_MODE: tl.constexpr, DROPPED: tl.constexpr):
+def _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, map_mode, DROPPED: tl.constexpr):
     """Each slot's bin: its expert, its local expert where the map makes the bins, or ``DROPPED`` (an id outside
     [0, E), an expert of another rank, or a slot past the end)."""
     ids = tl.load(ids_ptr + slots, mask=slots < num_slots, other=-1)
     valid = (ids >= 0) & (ids < num_experts)
     bins = tl.where(valid, ids, 0).to(tl.int32)
-    if MAP_MODE == 1:
+    if map_mode == 1:
         local = tl.load(map_ptr + bins, mask=valid, other=-1).to(tl.int32)
         valid = valid & (local >= 0)
         bins = local
@@ -66,7 +68,7 @@ def _fill(ptr, first, length, value, program, programs, TAIL: tl.constexpr):
 # sizes are not specialised on (a value of 1 or a multiple of 16 would otherwise compile a binary of its own): one
 # binary serves every token count
 @triton.jit(do_not_specialize=["num_slots", "num_experts", "local_experts", "block_size", "sorted_len", "blocks_len",
-                               "programs"])
+                               "programs", "map_mode", "scatter"])
 def plan_kernel(
     # inputs
     ids_ptr, map_ptr, counts_ptr,  # ids [T * K], the expert map [E] (or a dummy), the histograms [programs, BINS]
@@ -75,8 +77,9 @@ def plan_kernel(
     permutation_ptr, offsets_ptr,  # grouped layout
     # sizes
     num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len, programs,  # programs: the grid
+    map_mode, scatter,  # the map's role (NO_MAP, MAP_BINS, MAP_VALUES); 1: write the scatter index (blocks layout)
     # what to compute
-    STAGE: tl.constexpr, LAYOUT: tl.constexpr, MAP_MODE: tl.constexpr, SCATTER: tl.constexpr,
+    STAGE: tl.constexpr, LAYOUT: tl.constexpr,
     # tunable parameters
     BINS: tl.constexpr,  # a power of two > E: the last bin holds the dropped slots
     SLOTS: tl.constexpr,  # slots a program loads at once: all of them (PER_BIN), its chunk (COUNT, PLACE_CHUNK)
@@ -92,27 +95,27 @@ def plan_kernel(
     if STAGE == 0:  # (a branch on a constexpr: the other stages' code is not compiled into this binary)
         _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
                        offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
-                       program, programs, bins_range, lanes, LAYOUT, MAP_MODE, SCATTER, BINS, TAIL)
+                       program, programs, map_mode, scatter, bins_range, lanes, LAYOUT, BINS, TAIL)
     else:
         _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr,
                               permutation_ptr, offsets_ptr, num_slots, num_experts, local_experts, block_size,
-                              sorted_len, blocks_len, program, programs, bins_range, lanes, STAGE, LAYOUT, MAP_MODE,
-                              SCATTER, BINS, SLOTS, ROWS, TAIL)
+                              sorted_len, blocks_len, program, programs, map_mode, scatter, bins_range, lanes, STAGE,
+                              LAYOUT, BINS, SLOTS, ROWS, TAIL)
 
 
 @triton.jit
 def _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr,
                           permutation_ptr, offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len,
-                          blocks_len, program, programs, bins_range, lanes, STAGE: tl.constexpr, LAYOUT: tl.constexpr,
-                          MAP_MODE: tl.constexpr, SCATTER: tl.constexpr, BINS: tl.constexpr, SLOTS: tl.constexpr,
-                          ROWS: tl.constexpr, TAIL: tl.constexpr):
+                          blocks_len, program, programs, map_mode, scatter, bins_range, lanes, STAGE: tl.constexpr,
+                          LAYOUT: tl.constexpr, BINS: tl.constexpr, SLOTS: tl.constexpr, ROWS: tl.constexpr,
+                          TAIL: tl.constexpr):
     """The chunked path: this chunk's histogram (``COUNT``), or its slots sorted and placed (``PLACE_CHUNK``)."""
     DROPPED: tl.constexpr = BINS - 1
 
     # ---- this program's chunk and its slots' bins --------------------------------------------------------------
     slots = program * SLOTS + lanes
     inside = slots < num_slots
-    bins = _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, MAP_MODE, DROPPED)
+    bins = _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, map_mode, DROPPED)
     if STAGE == 1:
         tl.store(counts_ptr + program * BINS + bins_range, tl.histogram(bins, BINS, mask=inside))
     else:  # PLACE_CHUNK
@@ -142,7 +145,7 @@ def _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_p
         placed = lanes < tl.minimum(num_slots - program * SLOTS, SLOTS)
         if LAYOUT == 0:
             tl.store(sorted_ptr + place, order_slots, mask=placed & (order_bins != DROPPED))
-            if SCATTER:
+            if scatter != 0:
                 tl.store(scatter_ptr + slots, tl.where(bins != DROPPED, slots, -1), mask=inside)
             total = tl.sum(sizes, 0)
             # the padding after each expert's slots: columns of every expert at once, programs taking turns
@@ -159,7 +162,7 @@ def _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_p
             first_block = starts // block_size
             block_counts = sizes // block_size
             value = bins_range
-            if MAP_MODE == 2:  # blocks keep global experts; their values are the local ones (-1: another rank's)
+            if map_mode == 2:  # blocks keep global experts; their values are the local ones (-1: another rank's)
                 value = tl.load(map_ptr + bins_range, mask=bins_range < num_experts, other=-1).to(tl.int32)
             column = program * 16
             while column < tl.max(block_counts, 0):
@@ -180,14 +183,14 @@ def _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_p
 @triton.jit
 def _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
                    offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
-                   program, programs, bins_range, lanes, LAYOUT: tl.constexpr, MAP_MODE: tl.constexpr,
-                   SCATTER: tl.constexpr, BINS: tl.constexpr, TAIL: tl.constexpr):
+                   program, programs, map_mode, scatter, bins_range, lanes, LAYOUT: tl.constexpr,
+                   BINS: tl.constexpr, TAIL: tl.constexpr):
     """One launch, one program a bin (the last program: the dropped slots): every slot's bin, the histogram, this
     bin's start, then its slots placed in ascending order by a cumulative count."""
     DROPPED: tl.constexpr = BINS - 1
     own_bin = tl.where(program < programs - 1, program, DROPPED)
     inside = lanes < num_slots
-    bins = _slot_bins(ids_ptr, map_ptr, lanes, num_slots, num_experts, MAP_MODE, DROPPED)
+    bins = _slot_bins(ids_ptr, map_ptr, lanes, num_slots, num_experts, map_mode, DROPPED)
     counts = tl.histogram(bins, BINS, mask=inside)
     sizes = _bin_sizes(counts, bins_range, num_experts, block_size, LAYOUT)
     ends = tl.cumsum(sizes, 0)
@@ -208,7 +211,7 @@ def _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr
                 tl.store(sorted_ptr + at, num_slots, mask=at < start + size)
                 pad += TAIL
             value = own_bin
-            if MAP_MODE == 2:  # blocks keep global experts; their values are the local ones (-1: another rank's)
+            if map_mode == 2:  # blocks keep global experts; their values are the local ones (-1: another rank's)
                 value = tl.load(map_ptr + own_bin).to(tl.int32)
             block = start // block_size
             while block < (start + size) // block_size:
@@ -216,7 +219,7 @@ def _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr
                 tl.store(expert_ids_ptr + at, value, mask=at < (start + size) // block_size)
                 block += TAIL
         else:
-            if SCATTER:
+            if scatter != 0:
                 tl.store(scatter_ptr + lanes, tl.where(bins != DROPPED, lanes, -1), mask=inside)
             tl.store(post_padded_ptr, total)
         _fill(sorted_ptr, total, sorted_len, num_slots, program, programs, TAIL)

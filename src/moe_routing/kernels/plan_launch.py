@@ -1,5 +1,9 @@
 """The dispatch plan's launch: one program a bin for plans of up to ``ONE_LAUNCH_SLOTS`` slots (one launch), chunks
-of slots beyond (two launches: the chunks' histograms, then the placing), with no host round trip either way."""
+of slots beyond (two launches: the chunks' histograms, then the placing), with no host round trip either way.
+
+The chunk grows with the plan (``chunk_slots``): each placing program sorts its chunk, and a sort's time grows
+with its keys, so chunks stay small while there are few of them; each placing program also sums every chunk's
+histogram, so their number is held near ``CHUNK_PROGRAMS`` beyond."""
 
 from __future__ import annotations
 
@@ -8,15 +12,21 @@ from typing import NamedTuple
 import torch
 import triton
 
-from ..plan_call import MAP_BINS, NO_MAP, PlanCall
+from ..plan_call import MAP_BINS, PlanCall
 from ._plan import BLOCKS, COUNT, GROUPED, PER_BIN, PLACE_CHUNK, plan_kernel
 from .launch import programmatic_launch_ok
 
 ONE_LAUNCH_SLOTS = 4096  # plans of up to this many slots (T * K) take one launch, every program loading them all
 SLOT_CLASSES = (256, 1024, ONE_LAUNCH_SLOTS)  # what a one-launch program loads: the first class holding the plan
-CHUNK_SLOTS = 4096  # slots a program counts, sorts and places beyond
+CHUNK_CLASSES = (4096,)  # slots a program counts, sorts and places beyond: the chunk_slots choices
+CHUNK_PROGRAMS = 128  # the chunk is the smallest class that needs no more programs than this (or the largest)
 TABLE_ROWS = 16  # workspace histograms a placing program sums at once
 FILL_ENTRIES = 256  # entries of a fill a program writes at once
+
+
+def chunk_slots(slots: int) -> int:
+    """The chunk of a two-launch plan of ``slots`` slots."""
+    return next((size for size in CHUNK_CLASSES if slots <= size * CHUNK_PROGRAMS), CHUNK_CLASSES[-1])
 
 
 class PlanLaunch(NamedTuple):
@@ -31,32 +41,32 @@ class PlanLaunch(NamedTuple):
         return 1 if self.constexprs["STAGE"] == PER_BIN else 2
 
 
-def plan_launch(call: PlanCall, scatter: bool = False, programmatic: bool = False) -> PlanLaunch:
+def plan_launch(call: PlanCall, programmatic: bool = False) -> PlanLaunch:
     """How a plan call is launched (a pure function of the call: tests read it without running a kernel).
     ``programmatic``: launched with programmatic dependent launch (``launch.programmatic_launch_ok``), so that the
-    launch overlaps the end of the stream's previous kernel (route()'s, in ``route_plan``)."""
-    common = dict(LAYOUT=BLOCKS if call.block_size else GROUPED, MAP_MODE=call.map_mode, SCATTER=scatter,
-                  BINS=triton.next_power_of_2(call.experts + 1), ROWS=TABLE_ROWS, TAIL=FILL_ENTRIES,
-                  GRID_WAIT=programmatic)
+    launch overlaps the end of the stream's previous kernel (route()'s, in ``route_plan``). The map's role and the
+    scatter index are runtime arguments (``plan_arguments``): they choose no binary."""
+    common = dict(LAYOUT=BLOCKS if call.block_size else GROUPED, BINS=triton.next_power_of_2(call.experts + 1),
+                  ROWS=TABLE_ROWS, TAIL=FILL_ENTRIES, GRID_WAIT=programmatic)
     if call.slots <= ONE_LAUNCH_SLOTS:
         slots = next(size for size in SLOT_CLASSES if call.slots <= size)
         bins = call.local_experts if call.map_mode == MAP_BINS else call.experts  # a program a bin
         return PlanLaunch(bins + 1, dict(STAGE=PER_BIN, SLOTS=slots, **common), 4 if slots <= 1024 else 8)
-    return PlanLaunch(triton.cdiv(call.slots, CHUNK_SLOTS), dict(STAGE=PLACE_CHUNK, SLOTS=CHUNK_SLOTS, **common), 8)
+    chunk = chunk_slots(call.slots)
+    return PlanLaunch(triton.cdiv(call.slots, chunk), dict(STAGE=PLACE_CHUNK, SLOTS=chunk, **common),
+                      4 if chunk <= 1024 else 8)
 
 
 def counting(constexprs: dict) -> dict:
-    """The counting launch's constexprs: only the map's role in the bins matters to it, so both layouts, every
-    scatter choice and both roles of a map that leave the bins global share one binary."""
-    return {**constexprs, "STAGE": COUNT, "LAYOUT": BLOCKS, "SCATTER": False,
-            "MAP_MODE": MAP_BINS if constexprs["MAP_MODE"] == MAP_BINS else NO_MAP}
+    """The counting launch's constexprs: the layout does not reach it, so both layouts share one binary."""
+    return {**constexprs, "STAGE": COUNT, "LAYOUT": BLOCKS}
 
 
 def launch_plan(call: PlanCall, ids: torch.Tensor, expert_map: torch.Tensor | None, sorted_ids=None, expert_ids=None,
                 post_padded=None, scatter=None, permutation=None, offsets=None, launch: PlanLaunch | None = None) -> None:
     """Build the plan of ``ids`` (contiguous [T, K]) into the given buffers (those of its layout)."""
     if launch is None:
-        launch = plan_launch(call, scatter is not None, ids.is_cuda and programmatic_launch_ok(ids.get_device()))
+        launch = plan_launch(call, ids.is_cuda and programmatic_launch_ok(ids.get_device()))
     args, constexprs = plan_arguments(call, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter,
                                       permutation, offsets, launch)
     options = dict(num_warps=launch.num_warps, launch_pdl=True) if constexprs["GRID_WAIT"] else dict(
@@ -68,16 +78,20 @@ def launch_plan(call: PlanCall, ids: torch.Tensor, expert_map: torch.Tensor | No
 
 def plan_arguments(call: PlanCall, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter, permutation,
                    offsets, launch: PlanLaunch) -> tuple[tuple, dict]:
-    """The kernel's runtime arguments and constexprs (a layout's missing buffers replaced by ``ids``, never
-    written); the counting launch's workspace allocated here where the plan takes two launches."""
-    counts = ids
+    """The kernel's runtime arguments and constexprs; the counting launch's workspace allocated here where the plan
+    takes two launches. A pointer the launch does not use (the other layout's buffers, a missing scatter index or
+    map, the workspace of one launch) is given one of the layout's own int32 outputs, never read or written there,
+    so that a binary does not depend on which of them a call passes nor on the ids' dtype."""
+    blocks = call.block_size > 0
+    spare = sorted_ids if blocks else permutation
+    counts = spare
     if launch.launches == 2:
         counts = torch.empty(launch.programs * launch.constexprs["BINS"], dtype=torch.int32, device=ids.device)
-    blocks = call.block_size > 0
-    args = (ids, ids if expert_map is None else expert_map, counts,
-            sorted_ids if blocks else ids, expert_ids if blocks else ids, post_padded if blocks else ids,
-            scatter if scatter is not None else ids,
-            ids if blocks else permutation, ids if blocks else offsets,
+    args = (ids, spare if expert_map is None else expert_map, counts,
+            sorted_ids if blocks else spare, expert_ids if blocks else spare, post_padded if blocks else spare,
+            scatter if scatter is not None else spare,
+            spare if blocks else permutation, spare if blocks else offsets,
             call.slots, call.experts, call.local_experts, max(call.block_size, 1),
-            sorted_ids.shape[0] if blocks else 0, expert_ids.shape[0] if blocks else 0, launch.programs)
+            sorted_ids.shape[0] if blocks else 0, expert_ids.shape[0] if blocks else 0, launch.programs,
+            call.map_mode, int(scatter is not None))
     return args, launch.constexprs

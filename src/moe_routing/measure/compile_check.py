@@ -38,9 +38,9 @@ def describe(plan) -> str:
     if plan.name == "rounds":
         return f"rounds rows={plan.rows} warps={plan.num_warps}"
     if plan.name == "plan":
-        stage = ("count", "one program", "counted")[c["STAGE"]]
-        layout = "grouped" if c["LAYOUT"] else "blocks" + (" +scatter" if c["SCATTER"] else "")
-        return f"plan {layout} {stage} map={('none', 'bins', 'values')[c['MAP_MODE']]} bins={c['BINS']}"
+        stage = ("one program", "count", "counted")[c["STAGE"]]
+        layout = "grouped" if c["LAYOUT"] else "blocks"
+        return f"plan {layout} {stage} slots={c['SLOTS']} bins={c['BINS']} warps={plan.num_warps}"
     switches = [name.lower() for name in ("PREFETCH", "WORDS", "ONE_PASS", "ROUNDS", "HANDOVER", "DENSE_OUT",
                                           "STORE_FIRST") if c.get(name)]
     return (f"bitonic lanes={c['LANES']} rows={plan.rows} warps={plan.num_warps} chunk={c['CHUNK']} "
@@ -61,9 +61,11 @@ class PlanKernelLaunch(NamedTuple):
 def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: bool = True) -> list[PlanKernelLaunch]:
     """Every distinct launch of the plan kernel for ids of ``experts`` experts: both layouts, every role of an expert
     map, with and without the scatter index, every slot class of the one-launch path and both launches of the
-    chunked path; on NVIDIA (``rocm`` False) launched programmatically, as on Hopper."""
+    chunked path at every chunk class; on NVIDIA (``rocm`` False) launched programmatically, as on Hopper. (The
+    map's role and the scatter index are runtime arguments: launches differing only in them share a binary, which
+    ``run_compile_check`` then compiles once.)"""
     from ..kernels._plan import plan_kernel
-    from ..kernels.plan_launch import SLOT_CLASSES, counting, plan_arguments, plan_launch
+    from ..kernels.plan_launch import CHUNK_CLASSES, CHUNK_PROGRAMS, SLOT_CLASSES, counting, plan_arguments, plan_launch
     from ..kernels.rules import Plan
     from ..plan_call import check_plan_call
 
@@ -77,14 +79,16 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
         if mapped:
             call = call._replace(map_mode=1 if ignore or block_size is None else 2)
         buffers = (torch.empty(64, dtype=torch.int32),) * 6
-        for tokens in [max(size // topk, 1) for size in SLOT_CLASSES] + [65536]:
+        chunked = [size * CHUNK_PROGRAMS // topk for size in CHUNK_CLASSES]  # each fills its class's programs
+        for tokens in [max(size // topk, 1) for size in SLOT_CLASSES] + chunked:
             at = call._replace(tokens=tokens)
-            launch = plan_launch(at, scatter, programmatic=not rocm)
+            launch = plan_launch(at, programmatic=not rocm)
             args, constexprs = plan_arguments(at, ids, expert_map if mapped else None, *buffers[:3],
                                               buffers[3] if scatter else None, *buffers[4:], launch)
             stages = [constexprs] if launch.launches == 1 else [counting(constexprs), constexprs]
             for stage in stages:
-                key = tuple(sorted(stage.items())) + (args[1].dtype,)  # (the map's dtype, where one is passed)
+                # the launch's binary: its constexprs and warps, the map's dtype (where one is passed) and runtime role
+                key = tuple(sorted(stage.items())) + (launch.num_warps, args[1].dtype, call.map_mode, scatter)
                 if key not in seen:
                     seen.add(key)
                     plan = Plan("plan", plan_kernel, stage, 1, launch.num_warps)
@@ -93,16 +97,19 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
     return launches
 
 
-def _jobs(models, dtypes, rocm: bool, plans: bool = True) -> list[tuple[str, str, str, object]]:
-    """(model, dtype, layout, launch) of every routing launch, then (``plans``) every plan-kernel launch (dtype: of
-    the ids)."""
+LAYOUTS = ("aligned", "unaligned")  # logits rows on 16-byte boundaries (word loads allowed), or not
+
+
+def _jobs(models, dtypes, rocm: bool, plans: bool = True, layouts=LAYOUTS) -> list[tuple[str, str, str, object]]:
+    """(model, dtype, layout, launch) of every routing launch for the logits ``layouts``, then (``plans``) every
+    plan-kernel launch (dtype: of the ids)."""
     from ..kernels.launch import programmatic_plan
 
     jobs = []
     for model in models:
         shape = resolve_shapes(model)[0]
         for dtype in dtypes:
-            for layout in ("aligned", "unaligned"):
+            for layout in layouts:
                 for launch in shape_launches(shape, dtype, "cpu", unaligned=layout == "unaligned", rocm=rocm):
                     if not rocm:  # as launched on Hopper: waiting on the previous kernel's grid (PDL)
                         launch = launch._replace(plan=programmatic_plan(launch.plan))
@@ -132,11 +139,12 @@ def _compile_one(target: str, index: int) -> dict:
 
 
 def run_compile_check(targets=AMD_TARGETS, models=DEFAULT_MODELS, dtypes=DEFAULT_DTYPES, jobs: int = 2,
-                      progress: Callable[[dict], None] | None = None, plans: bool = True) -> list[dict]:
+                      progress: Callable[[dict], None] | None = None, plans: bool = True,
+                      layouts=LAYOUTS) -> list[dict]:
     """Compile every plan for every target (all NVIDIA or all AMD); one row per (target, model, dtype, layout, plan)
     with ``ok`` "yes", "SPILLS" or "ERROR" and the registers read. Each distinct kernel (the same binary Triton would
     build: its cache key for the target) is compiled once, in ``jobs`` processes, and read into every row that
-    launches it. ``plans``: the dispatch-plan kernel's launches too."""
+    launches it. ``plans``: the dispatch-plan kernel's launches too; ``layouts``: the logits layouts (``LAYOUTS``)."""
     from ..kernels import INTERPRETED, _bitonic
     from ..kernels.targets import TARGETS, cache_key
 
@@ -148,6 +156,8 @@ def run_compile_check(targets=AMD_TARGETS, models=DEFAULT_MODELS, dtypes=DEFAULT
     if any((t in AMD_TARGETS) != rocm for t in targets):
         raise ValueError("targets: NVIDIA and AMD targets take separate runs (the kernels' math differs: PTX on "
                          "NVIDIA, plain on AMD, fixed once a process has compiled)")
+    if not layouts or any(layout not in LAYOUTS for layout in layouts):
+        raise ValueError(f"layouts: expected a choice of {', '.join(LAYOUTS)}, got {list(layouts)}")
     unknown = [m for m in models if m not in MODEL_SHAPES]
     if unknown:
         raise ValueError(f"models: unknown {unknown} (known: {', '.join(MODEL_SHAPES)})")
@@ -158,7 +168,7 @@ def run_compile_check(targets=AMD_TARGETS, models=DEFAULT_MODELS, dtypes=DEFAULT
     elif not _bitonic.PTX_SIGMOID:
         raise RuntimeError("compile-check for NVIDIA targets needs the PTX math: run it where torch is not a ROCm "
                            "build, in a process that has not compiled for AMD")
-    work = _jobs(models, dtypes, rocm, plans)
+    work = _jobs(models, dtypes, rocm, plans, layouts)
     kernels: dict[tuple, list[tuple[str, int]]] = {}  # distinct kernel -> the (target, job) rows it serves
     for target in targets:
         for index, (*_, launch) in enumerate(work):
