@@ -1,6 +1,7 @@
 """DeepSeek-V4 routing: sqrt-softplus scores, hash layers, padded rows and int64 ids, against float64."""
 
 import math
+import weakref
 
 import pytest
 import torch
@@ -391,6 +392,33 @@ def test_a_table_is_checked_again_after_an_in_place_change():
     table[0, 1] = 8
     with pytest.raises(ValueError, match="tid2eid"):
         moe_routing.route_hash(logits, input_ids, table)
+
+
+def test_a_new_table_in_a_freed_tables_memory_is_checked():
+    """The checked-table cache is keyed by storage address: a table created where a checked, freed one lived (same
+    address, shape and version) is checked afresh, while a view of a live checked table taken anew is not."""
+    from moe_routing import call
+
+    logits = torch.randn(2, 8, device=DEVICE)
+    input_ids = torch.zeros(2, dtype=torch.long, device=DEVICE)
+    stacked = torch.tensor([[[1, 2]], [[3, 4]]], device=DEVICE)
+    moe_routing.route_hash(logits, input_ids, stacked[1])
+    assert sum(ref() is stacked for ref in call._checked_tables.values()) == 1
+    reads = []
+    real = torch.aminmax
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch, "aminmax", lambda t: reads.append(1) or real(t))
+        moe_routing.route_hash(logits, input_ids, stacked[1])  # a new view of the same live storage: no read back
+        assert reads == []
+        bad = torch.tensor([[1, 9]], device=DEVICE)
+        key = (bad.untyped_storage().data_ptr(), bad.storage_offset(), tuple(bad.shape), bad.stride(), bad._version,
+               str(bad.device), 8)
+        freed = torch.tensor([[1, 2]], device=DEVICE)
+        call._checked_tables[key] = weakref.ref(freed)  # as left by a checked table that lived at this address
+        del freed  # (its reference is now dead)
+        with pytest.raises(ValueError, match="tid2eid holds expert ids in \\[1, 9\\]"):
+            moe_routing.route_hash(logits, input_ids, bad)
+        assert reads == [1]
 
 
 def test_sqrtsoftplus_plans_whose_top_k_fills_the_list_compile_for_nvidia(tmp_path):

@@ -9,6 +9,7 @@ flat 1-of-1 grouping, because it cannot change the result (docs/semantics.md, ru
 from __future__ import annotations
 
 import math
+import weakref
 from typing import NamedTuple
 
 import torch
@@ -191,7 +192,11 @@ def _check_out(out, tokens: int, topk: int, device: torch.device, ids_dtype: tor
             raise ValueError(f"{name} is on {tensor.device}, gating_output on {device}")
 
 
-_checked_tables: dict[tuple, None] = {}  # hash tables whose entries were found in range, by storage and version
+# hash tables whose entries were found in range: (storage address, offset, shape, strides, version, device, E) ->
+# a weak reference to the tensor that owns the storage (a view's base, else the table). The key is the storage, not
+# the tensor, so that a view taken afresh on every call (a layer's row of a stacked table) is checked once; the
+# reference tells a live table from a freed one whose memory the allocator has handed to a new table.
+_checked_tables: dict[tuple, weakref.ref] = {}
 
 
 def check_hash_call(gating_output, input_ids, tid2eid, scoring_func, renormalize, routed_scaling_factor, out,
@@ -234,7 +239,9 @@ def check_hash_call(gating_output, input_ids, tid2eid, scoring_func, renormalize
 def _check_table_entries(tid2eid: torch.Tensor, experts: int) -> None:
     key = (tid2eid.untyped_storage().data_ptr(), tid2eid.storage_offset(), tuple(tid2eid.shape), tid2eid.stride(),
            tid2eid._version, str(tid2eid.device), experts)
-    if key in _checked_tables:
+    owner = tid2eid if tid2eid._base is None else tid2eid._base
+    found = _checked_tables.get(key)
+    if found is not None and found() is owner:
         return
     if tid2eid.is_cuda and torch.cuda.is_current_stream_capturing():
         return  # no host read inside a capture: the kernel masks entries outside [0, E)
@@ -244,4 +251,4 @@ def _check_table_entries(tid2eid: torch.Tensor, experts: int) -> None:
                          f"(ids must lie in [0, {experts}))")
     if len(_checked_tables) >= 1024:
         _checked_tables.clear()
-    _checked_tables[key] = None
+    _checked_tables[key] = weakref.ref(owner)
