@@ -1,9 +1,10 @@
 """The dispatch plan's launch: one program a bin for plans of up to ``ONE_LAUNCH_SLOTS`` slots (one launch), chunks
 of slots beyond (two launches: the chunks' histograms, then the placing), with no host round trip either way.
 
-The chunk grows with the plan (``chunk_slots``): each placing program sorts its chunk, and a sort's time grows
-with its keys, so chunks stay small while there are few of them; each placing program also sums every chunk's
-histogram, so their number is held near ``CHUNK_PROGRAMS`` beyond."""
+The chunk is taken from ``CHUNK_CLASSES`` (``chunk_slots``): each placing program sorts its chunk, and a sort's
+time grows with its keys, so smaller classes suit plans of few chunks; each placing program also sums every
+chunk's histogram, so a class serves up to ``CHUNK_PROGRAMS`` programs. The list holds one class until a
+measurement says where smaller ones pay."""
 
 from __future__ import annotations
 
@@ -53,8 +54,7 @@ def plan_launch(call: PlanCall, programmatic: bool = False) -> PlanLaunch:
         bins = call.local_experts if call.map_mode == MAP_BINS else call.experts  # a program a bin
         return PlanLaunch(bins + 1, dict(STAGE=PER_BIN, SLOTS=slots, **common), 4 if slots <= 1024 else 8)
     chunk = chunk_slots(call.slots)
-    return PlanLaunch(triton.cdiv(call.slots, chunk), dict(STAGE=PLACE_CHUNK, SLOTS=chunk, **common),
-                      4 if chunk <= 1024 else 8)
+    return PlanLaunch(triton.cdiv(call.slots, chunk), dict(STAGE=PLACE_CHUNK, SLOTS=chunk, **common), 8)
 
 
 def counting(constexprs: dict) -> dict:

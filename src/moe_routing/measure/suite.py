@@ -113,8 +113,8 @@ def compile_plan_kernels_ahead(plans: list[tuple[int, int, int, int, tuple]], th
                                device=None) -> int:
     """Compile, in parallel, the dispatch-plan kernels of ``plans``: (tokens, topk, experts, experts this rank holds
     (0: no map), block sizes (None: the grouped layout)), each with the slot class and launches its token count
-    takes (the map's role and the scatter index are runtime arguments), int32 ids; so that nothing timed or checked waits for them one at a time. Returns
-    how many distinct kernels that is. ``device``: the CUDA device (default: the current one); in Triton's
+    takes (the map's role and the scatter index are runtime arguments), int32 ids; so that nothing timed or
+    checked waits for them one at a time. Returns how many distinct kernels that is. ``device``: the CUDA device (default: the current one); in Triton's
     interpreter (CPU tensors) nothing compiles and the count is the same."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -133,16 +133,15 @@ def compile_plan_kernels_ahead(plans: list[tuple[int, int, int, int, tuple]], th
         if local:  # a map reaches the binary by its dtype alone: this rank's share holds the first experts
             expert_map = torch.full((experts,), -1, dtype=torch.int32, device=device)
             expert_map[:local] = torch.arange(local, dtype=torch.int32, device=device)
-        for block_size in block_sizes:
-            for ignore in (True, False) if expert_map is not None and block_size else (False,):
-                call = check_plan_call(ids, experts, block_size, expert_map, ignore_invalid_experts=ignore)
-                launch = plan_launch(call, programmatic=programmatic)
-                args, constexprs = plan_arguments(call, ids, expert_map, dummy, dummy, dummy, None, dummy, dummy,
-                                                  launch)
-                options = dict(num_warps=launch.num_warps, **(dict(launch_pdl=True) if programmatic else {}))
-                for stage in ([counting(constexprs)] if launch.launches == 2 else []) + [constexprs]:
-                    jobs.setdefault(tuple(sorted(stage.items())) + (launch.num_warps, args[1].dtype),
-                                    (args, {**options, **stage}))
+        for block_size in block_sizes:  # (a map's role is a runtime argument: one role compiles them all)
+            call = check_plan_call(ids, experts, block_size, expert_map)
+            launch = plan_launch(call, programmatic=programmatic)
+            args, constexprs = plan_arguments(call, ids, expert_map, dummy, dummy, dummy, None, dummy, dummy,
+                                              launch)
+            options = dict(num_warps=launch.num_warps, **(dict(launch_pdl=True) if programmatic else {}))
+            for stage in ([counting(constexprs)] if launch.launches == 2 else []) + [constexprs]:
+                jobs.setdefault(tuple(sorted(stage.items())) + (launch.num_warps, args[1].dtype),
+                                (args, {**options, **stage}))
 
     def compile_one(job) -> None:
         args, kwargs = job
