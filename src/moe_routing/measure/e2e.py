@@ -39,7 +39,8 @@ def build_model(layers: int, hidden: int, experts_implementation: str | None, se
     config = e2e_config(layers, hidden)
     if experts_implementation:
         config._experts_implementation = experts_implementation
-    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).cuda().eval()
+    with torch.device("cuda"):  # weights made on the GPU: a CPU initialisation of billions of them takes minutes
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
     for module in model.modules():
         bias = getattr(module, "e_score_correction_bias", None)
         if isinstance(bias, torch.Tensor):
