@@ -38,7 +38,7 @@ def describe(plan) -> str:
     if plan.name == "rounds":
         return f"rounds rows={plan.rows} warps={plan.num_warps}"
     if plan.name == "plan":
-        stage = ("one program", "count", "counted")[c["STAGE"]]
+        stage = ("per bin", "count", "place chunk")[c["STAGE"]]
         layout = "grouped" if c["LAYOUT"] else "blocks"
         return f"plan {layout} {stage} slots={c['SLOTS']} bins={c['BINS']} warps={plan.num_warps}"
     switches = [name.lower() for name in ("PREFETCH", "WORDS", "ONE_PASS", "ROUNDS", "HANDOVER", "DENSE_OUT",
@@ -64,8 +64,11 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
     chunked path at every chunk class; on NVIDIA (``rocm`` False) launched programmatically, as on Hopper. (The
     map's role and the scatter index are runtime arguments: launches differing only in them share a binary, which
     ``run_compile_check`` then compiles once.)"""
+    import triton
+
     from ..kernels._plan import plan_kernel
-    from ..kernels.plan_launch import CHUNK_CLASSES, CHUNK_PROGRAMS, SLOT_CLASSES, counting, plan_arguments, plan_launch
+    from ..kernels.plan_launch import (CHUNK_CLASSES, ONE_LAUNCH_SLOTS, SLOT_CLASSES, TABLE_ENTRIES, counting,
+                                       plan_arguments, plan_launch)
     from ..kernels.rules import Plan
     from ..plan_call import check_plan_call
 
@@ -79,7 +82,9 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
         if mapped:
             call = call._replace(map_mode=1 if ignore or block_size is None else 2)
         buffers = (torch.empty(64, dtype=torch.int32),) * 6
-        chunked = [size * CHUNK_PROGRAMS // topk for size in CHUNK_CLASSES]  # each fills its class's programs
+        # the most tokens each chunk class takes (the class's programs each summing TABLE_ENTRIES histogram entries)
+        most = TABLE_ENTRIES // triton.next_power_of_2(experts + 1)
+        chunked = [max(size * most, ONE_LAUNCH_SLOTS + topk) // topk for size in CHUNK_CLASSES]
         for tokens in [max(size // topk, 1) for size in SLOT_CLASSES] + chunked:
             at = call._replace(tokens=tokens)
             launch = plan_launch(at, programmatic=not rocm)
