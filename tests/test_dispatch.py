@@ -166,7 +166,10 @@ def align_request(ids=None, block_size=16, experts=64, expert_map="none", scatte
      "scatter index with a relabelling map (vLLM refuses it)"),
     ("256 slots", dict(ids=torch.zeros(32, 8, dtype=torch.int32)), SUBSTITUTED),
     ("257 slots", dict(ids=torch.zeros(257, 1, dtype=torch.int32)),
-     "more than 256 slots (measured slower than vLLM's op there)"),
+     "257 to 65535 slots (not measured faster than vLLM's op there)"),
+    ("65535 slots", dict(ids=torch.zeros(13107, 5, dtype=torch.int32)),
+     "257 to 65535 slots (not measured faster than vLLM's op there)"),
+    ("65536 slots", dict(ids=torch.zeros(8192, 8, dtype=torch.int32)), SUBSTITUTED),
 ])
 def test_align_gate_accepts_what_align_serves_exactly(case, kwargs, reason):
     assert dispatch.decide_align(align_request(**kwargs), GRAPH) == (reason == SUBSTITUTED, reason), case

@@ -1,8 +1,8 @@
 """Dispatch: the gate that decides whether an engine's routing call is served by route(), and its dispatch-plan
 call by align()."""
 
-from .gate import (COUNTERS, SUBSTITUTED, AlignRequest, RoutingRequest, Settings, configure, counters, decide,
-                   decide_align, report, settings)
+from .gate import (ALIGN_SERVED_FROM_SLOTS, ALIGN_SERVED_SLOTS, COUNTERS, SUBSTITUTED, AlignRequest, RoutingRequest,
+                   Settings, configure, counters, decide, decide_align, report, settings)
 
-__all__ = ["COUNTERS", "SUBSTITUTED", "AlignRequest", "RoutingRequest", "Settings", "configure", "counters", "decide",
+__all__ = ["ALIGN_SERVED_FROM_SLOTS", "ALIGN_SERVED_SLOTS", "COUNTERS", "SUBSTITUTED", "AlignRequest", "RoutingRequest", "Settings", "configure", "counters", "decide",
            "decide_align", "report", "settings"]

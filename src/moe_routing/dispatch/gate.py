@@ -43,11 +43,14 @@ import torch
 from ..call import BIAS_DTYPES, IDS_DTYPES, LOGIT_DTYPES, MAX_EXPERTS, MAX_GROUPS, MAX_TOPK, SCORING_FUNCS
 
 SUBSTITUTED = "substituted"
-# The align site is served up to this many slots (T * K): the dispatch-plan kernel's first slot class, where it
-# measured faster than vLLM's moe_align_block_size on every shape timed (benchmarks/RESULTS.md, "The routing stage";
-# from 64 tokens of top-8 it measured slower, the chunked path from 512 tokens far slower)
+# The align site is served up to ALIGN_SERVED_SLOTS slots (T * K), the dispatch-plan kernel's first slot class, and
+# from ALIGN_SERVED_FROM_SLOTS: where it measured faster than vLLM's moe_align_block_size on every shape timed
+# (benchmarks/RESULTS.md, "The routing stage": up to 32 tokens of top-8, and at 8192 and 65536 tokens). Between them
+# it measured slower on some shapes (256 experts or more from 64 tokens of top-8 to 1024), so vLLM's op keeps them.
 ALIGN_SERVED_SLOTS = 256
-ALIGN_TOO_MANY_SLOTS = f"more than {ALIGN_SERVED_SLOTS} slots (measured slower than vLLM's op there)"
+ALIGN_SERVED_FROM_SLOTS = 65536
+ALIGN_MIDDLE_SLOTS = (f"{ALIGN_SERVED_SLOTS + 1} to {ALIGN_SERVED_FROM_SLOTS - 1} slots (not measured faster than "
+                      "vLLM's op there)")
 
 # (site, reason) -> number of calls; read with counters() or report().
 COUNTERS: Counter = Counter()
@@ -187,8 +190,8 @@ def _decide_align(r: AlignRequest, mode: ExecutionMode, s: Settings) -> tuple[bo
         return False, "expert_map not an int32/int64 [E] tensor on the ids' device"
     if r.scatter_with_relabelling_map:
         return False, "scatter index with a relabelling map (vLLM refuses it)"
-    if ids.numel() > ALIGN_SERVED_SLOTS:
-        return False, ALIGN_TOO_MANY_SLOTS
+    if ALIGN_SERVED_SLOTS < ids.numel() < ALIGN_SERVED_FROM_SLOTS:
+        return False, ALIGN_MIDDLE_SLOTS
     return _decide_mode(mode, s)
 
 
