@@ -10,8 +10,8 @@ import torch
 import moe_routing
 from conftest import DEVICE, random_bias, random_logits
 from moe_routing import reference
-from moe_routing.kernels.plan_launch import (CHUNK_CLASSES, ONE_LAUNCH_SLOTS, SLOT_CLASSES, TABLE_ENTRIES, WIDE_PROGRAMS,
-                                             PlanLaunch, chunk_slots, chunk_warps, launch_plan, plan_launch)
+from moe_routing.kernels.plan_launch import (CHUNK_CLASSES, ONE_LAUNCH_SLOTS, SLOT_CLASSES, TABLE_ENTRIES, PlanLaunch,
+                                             chunk_slots, chunk_warps, launch_plan, plan_launch)
 from moe_routing.kernels._plan import PER_BIN, PLACE_CHUNK
 from moe_routing.plan_call import check_plan_call
 
@@ -187,59 +187,17 @@ def test_the_two_launch_path_on_small_chunks():
             assert_blocks(results[0], ids, block_size, experts, expert_map, True)
 
 
-def test_a_program_places_several_bins():
-    """One launch with several bins a program (the last program holding fewer, or none of the bins past the end):
-    the same plans as a program a bin, both layouts, with and without a map making the bins."""
-    experts = 37
-    ids = random_ids(11, 4, experts, seed=5)
-    ids[2] = -1  # a padded row
-    for block_size, expert_map in ((8, None), (3, maps(experts)["round robin"]), (None, None),
-                                   (None, maps(experts)["contiguous"])):
-        call = check_plan_call(ids, experts, block_size, expert_map, ignore_invalid_experts=True)
-        single = plan_launch(call)
-        assert single.bins_per_program == 1
-        bins = single.programs - 1
-        results = []
-        for per in (1, 2, 5, bins - 1, bins, bins + 3):
-            launch = single._replace(programs=-(-bins // per) + 1, bins_per_program=per)
-            if block_size:
-                out = poisoned(call, scatter=True)
-                launch_plan(call, ids, expert_map, *out, launch=launch)
-            else:
-                out = (torch.full((call.slots,), POISON, dtype=torch.int32, device=DEVICE),
-                       torch.full((call.local_experts,), POISON, dtype=torch.int32, device=DEVICE))
-                launch_plan(call, ids, expert_map, permutation=out[0], offsets=out[1], launch=launch)
-            results.append(out)
-        for result in results[1:]:
-            assert all(torch.equal(a, b) for a, b in zip(results[0], result)), (block_size, expert_map is not None)
-        if block_size:
-            assert_blocks(results[0], ids, block_size, experts, expert_map, True)
-        else:
-            expected = literal_group(ids.cpu(), experts, None if expert_map is None else expert_map.cpu())
-            assert (results[0][0].tolist(), results[0][1].tolist()) == expected
-
-
 def test_plans_take_one_launch_up_to_the_limit_and_chunks_beyond():
     small = check_plan_call(torch.zeros(512, 8, dtype=torch.int32), 256, 16)
     large = check_plan_call(torch.zeros(65536, 8, dtype=torch.int32), 256, 16)
     one, chunked = plan_launch(small), plan_launch(large)
     assert small.slots <= ONE_LAUNCH_SLOTS and one.launches == 1
-    # the widest class: 128 programs of 2 experts, then the dropped slots; below it a program an expert
-    assert one.programs == 128 + 1 and one.bins_per_program == 2 and one.constexprs["SLOTS"] == ONE_LAUNCH_SLOTS
-    for experts, tokens, per in ((64, 512, 1), (128, 512, 1), (129, 512, 2), (256, 400, 2), (384, 512, 4),
-                                 (1000, 257, 8), (256, 128, 1), (384, 1, 1), (1000, 64, 1)):
-        launch = plan_launch(check_plan_call(torch.zeros(tokens, 8, dtype=torch.int32), experts, 16))
-        placing = launch.programs - 1
-        widest = launch.constexprs["SLOTS"] == ONE_LAUNCH_SLOTS
-        assert launch.bins_per_program == per and widest == (tokens * 8 > SLOT_CLASSES[-2])
-        assert (placing - 1) * per < experts <= placing * per  # every bin placed, once
-        assert placing <= WIDE_PROGRAMS or launch.constexprs["SLOTS"] < ONE_LAUNCH_SLOTS
-    assert chunked.launches == 2 and chunked.programs == -(-large.slots // chunked.constexprs["SLOTS"]) > 1
+    assert one.programs == 256 + 1 and one.constexprs["SLOTS"] == ONE_LAUNCH_SLOTS  # a program a bin, then the dropped
     for slots in (0, 1, 255, 256, 257, 1024, 1025, ONE_LAUNCH_SLOTS):
         call = check_plan_call(torch.zeros(slots, 1, dtype=torch.int32), 64, 16)
         assert plan_launch(call).constexprs["SLOTS"] == min(size for size in SLOT_CLASSES if size >= slots)
     # beyond: the smallest chunk class whose programs each sum at most TABLE_ENTRIES histogram entries, else the
-    # largest class; warps by the histogram's bins
+    # largest class; warps by the histogram's bins, at least 4 for 2048-slot chunks
     for experts, bins, warps in ((64, 128, 2), (128, 256, 4), (256, 512, 8), (384, 512, 8), (1024, 2048, 8)):
         most = TABLE_ENTRIES // bins  # programs a class may take
         for slots in (ONE_LAUNCH_SLOTS + 1, 256 * most, 256 * most + 1, 1024 * most, 1024 * most + 1, 2048 * most,
@@ -247,8 +205,9 @@ def test_plans_take_one_launch_up_to_the_limit_and_chunks_beyond():
             slots = max(slots, ONE_LAUNCH_SLOTS + 1)
             launch = plan_launch(check_plan_call(torch.zeros(slots, 1, dtype=torch.int32), experts, 16))
             chunk = launch.constexprs["SLOTS"]
-            assert launch.constexprs["BINS"] == bins and launch.num_warps == warps == chunk_warps(bins)
             assert chunk == chunk_slots(slots, bins) and chunk in CHUNK_CLASSES and launch.launches == 2
+            assert launch.constexprs["BINS"] == bins and launch.num_warps == chunk_warps(bins, chunk)
+            assert launch.num_warps == (max(warps, 4) if chunk == 2048 else warps)
             assert launch.programs == -(-slots // chunk)
             assert launch.programs * bins <= TABLE_ENTRIES or chunk == CHUNK_CLASSES[-1]
             smaller = CHUNK_CLASSES[:CHUNK_CLASSES.index(chunk)]

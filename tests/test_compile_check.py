@@ -140,12 +140,12 @@ def test_plan_kernel_launches_cover_every_compile_time_choice():
         assert chosen == ({(PER_BIN, layout, slots) for layout in (BLOCKS, GROUPED) for slots in SLOT_CLASSES}
                           | {(PLACE_CHUNK, layout, slots) for layout in (BLOCKS, GROUPED) for slots in CHUNK_CLASSES}
                           | {(COUNT, BLOCKS, slots) for slots in CHUNK_CLASSES})
-        roles = {(launch.plan.constexprs["LAYOUT"], launch.arguments()[0][-3], launch.arguments()[0][-2])
+        roles = {(launch.plan.constexprs["LAYOUT"], launch.arguments()[0][-2], launch.arguments()[0][-1])
                  for launch in launches if launch.plan.constexprs["STAGE"] != COUNT}  # (layout, map_mode, scatter)
         assert roles == {(BLOCKS, 0, 0), (BLOCKS, 0, 1), (BLOCKS, 1, 1), (BLOCKS, 2, 0), (GROUPED, 0, 0),
                          (GROUPED, 1, 0)}
         keys = [(tuple(sorted(launch.plan.constexprs.items())), launch.plan.num_warps, launch.arguments()[0][1].dtype,
-                 *launch.arguments()[0][-3:-1]) for launch in launches]
+                 *launch.arguments()[0][-2:]) for launch in launches]
         assert len(set(keys)) == len(keys)  # each launch once
         args, kwargs = launches[0].arguments()
         assert args[0].dtype == ids_dtype and kwargs["num_warps"] > 0

@@ -8,10 +8,10 @@ and no program waits for another: each position of every output belongs to exact
 
 One kernel, three stages (``STAGE``):
 
-* ``PER_BIN`` (one launch, plans of up to a few thousand slots): a program for each ``bins_per_program`` bins (an
-  expert, a local expert), then one for the dropped slots. Each loads every slot's bin at once, takes the
-  histogram, the bins' starts (a cumulative sum of the counts, block-padded in the blocks layout) and places each of
-  its bins' slots by a cumulative count of them.
+* ``PER_BIN`` (one launch, plans of up to a few thousand slots): one program a bin (an expert, a local expert,
+  then the dropped slots). Each loads every slot's bin at once, takes the histogram, the bins' starts (a cumulative
+  sum of the counts, block-padded in the blocks layout) and places its own bin's slots by a cumulative count of
+  them: no serial steps, every bin at once.
 * ``COUNT`` (first of two launches, larger plans): each program writes its chunk's histogram to the workspace.
 * ``PLACE_CHUNK`` (second launch): each program sums the workspace's histograms (all chunks, and the chunks before
   its own), sorts its chunk's slots by (bin, slot) and places them at ``start[bin] + earlier chunks' count +
@@ -68,7 +68,7 @@ def _fill(ptr, first, length, value, program, programs, TAIL: tl.constexpr):
 # sizes are not specialised on (a value of 1 or a multiple of 16 would otherwise compile a binary of its own): one
 # binary serves every token count
 @triton.jit(do_not_specialize=["num_slots", "num_experts", "local_experts", "block_size", "sorted_len", "blocks_len",
-                               "programs", "map_mode", "scatter", "bins_per_program"])
+                               "programs", "map_mode", "scatter"])
 def plan_kernel(
     # inputs
     ids_ptr, map_ptr, counts_ptr,  # ids [T * K], the expert map [E] (or a dummy), the histograms [programs, BINS]
@@ -78,7 +78,6 @@ def plan_kernel(
     # sizes
     num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len, programs,  # programs: the grid
     map_mode, scatter,  # the map's role (NO_MAP, MAP_BINS, MAP_VALUES); 1: write the scatter index (blocks layout)
-    bins_per_program,  # PER_BIN: the bins each program but the last places
     # what to compute
     STAGE: tl.constexpr, LAYOUT: tl.constexpr,
     # tunable parameters
@@ -96,7 +95,7 @@ def plan_kernel(
     if STAGE == 0:  # (a branch on a constexpr: the other stages' code is not compiled into this binary)
         _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
                        offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
-                       program, programs, map_mode, scatter, bins_per_program, bins_range, lanes, LAYOUT, BINS, TAIL)
+                       program, programs, map_mode, scatter, bins_range, lanes, LAYOUT, BINS, TAIL)
     else:
         _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr,
                               permutation_ptr, offsets_ptr, num_slots, num_experts, local_experts, block_size,
@@ -184,42 +183,17 @@ def _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_p
 @triton.jit
 def _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
                    offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
-                   program, programs, map_mode, scatter, bins_per_program, bins_range, lanes, LAYOUT: tl.constexpr,
+                   program, programs, map_mode, scatter, bins_range, lanes, LAYOUT: tl.constexpr,
                    BINS: tl.constexpr, TAIL: tl.constexpr):
-    """One launch: every slot's bin, the histogram and the bins' starts, then this program's bins (the last
-    program: the dropped slots) placed in ascending order by a cumulative count, one bin after another."""
+    """One launch, one program a bin (the last program: the dropped slots): every slot's bin, the histogram, this
+    bin's start, then its slots placed in ascending order by a cumulative count."""
     DROPPED: tl.constexpr = BINS - 1
+    own_bin = tl.where(program < programs - 1, program, DROPPED)
     inside = lanes < num_slots
     bins = _slot_bins(ids_ptr, map_ptr, lanes, num_slots, num_experts, map_mode, DROPPED)
     counts = tl.histogram(bins, BINS, mask=inside)
     sizes = _bin_sizes(counts, bins_range, num_experts, block_size, LAYOUT)
     ends = tl.cumsum(sizes, 0)
-    total = tl.sum(sizes, 0)
-    if program == programs - 1:
-        _place_bin(DROPPED, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr, offsets_ptr,
-                   map_ptr, num_slots, local_experts, block_size, map_mode, scatter, bins, inside, counts, sizes,
-                   ends, total, bins_range, lanes, LAYOUT, BINS, TAIL)
-    else:
-        bin_count = local_experts if map_mode == 1 else num_experts  # a bin an expert, or a local expert
-        own_bin = program * bins_per_program
-        last_bin = tl.minimum(own_bin + bins_per_program, bin_count)
-        while own_bin < last_bin:
-            _place_bin(own_bin, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
-                       offsets_ptr, map_ptr, num_slots, local_experts, block_size, map_mode, scatter, bins, inside,
-                       counts, sizes, ends, total, bins_range, lanes, LAYOUT, BINS, TAIL)
-            own_bin += 1
-    if LAYOUT == 0:
-        _fill(sorted_ptr, total, sorted_len, num_slots, program, programs, TAIL)
-        _fill(expert_ids_ptr, total // block_size, blocks_len, -1, program, programs, TAIL)
-
-
-@triton.jit
-def _place_bin(own_bin, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr, offsets_ptr,
-               map_ptr, num_slots, local_experts, block_size, map_mode, scatter, bins, inside, counts, sizes, ends,
-               total, bins_range, lanes, LAYOUT: tl.constexpr, BINS: tl.constexpr, TAIL: tl.constexpr):
-    """One bin's slots in ascending order from its start, and in the blocks layout its padding and blocks (the
-    dropped bin: the scatter index and the used entries instead)."""
-    DROPPED: tl.constexpr = BINS - 1
     mine_of_bins = bins_range == own_bin
     start = tl.sum(tl.where(mine_of_bins, ends - sizes, 0), 0)
     count = tl.sum(tl.where(mine_of_bins, counts, 0), 0)
@@ -227,6 +201,7 @@ def _place_bin(own_bin, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr
     mine = inside & (bins == own_bin)
     place = start + tl.cumsum(mine.to(tl.int32), 0) - 1
     if LAYOUT == 0:
+        total = tl.sum(sizes, 0)
         if own_bin != DROPPED:
             tl.store(sorted_ptr + place, lanes, mask=mine)
             steps = tl.arange(0, TAIL)
@@ -247,6 +222,8 @@ def _place_bin(own_bin, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr
             if scatter != 0:
                 tl.store(scatter_ptr + lanes, tl.where(bins != DROPPED, lanes, -1), mask=inside)
             tl.store(post_padded_ptr, total)
+        _fill(sorted_ptr, total, sorted_len, num_slots, program, programs, TAIL)
+        _fill(expert_ids_ptr, total // block_size, blocks_len, -1, program, programs, TAIL)
     else:
         tl.store(permutation_ptr + place, lanes, mask=mine)
         if own_bin < local_experts:

@@ -1,12 +1,11 @@
-"""The dispatch plan's launch: a program a bin for plans of up to ``ONE_LAUNCH_SLOTS`` slots (one launch; in the
-widest slot class, a program for each few bins, so that no more than ``WIDE_PROGRAMS`` programs place them), chunks
+"""The dispatch plan's launch: a program a bin for plans of up to ``ONE_LAUNCH_SLOTS`` slots (one launch), chunks
 of slots beyond (two launches: the chunks' histograms, then the placing), with no host round trip either way.
 
 Beyond one launch, two costs pull the chunk apart: each placing program sorts its chunk (a sort's time grows with its
 keys), and each sums the histograms of every chunk before its own (programs x bins entries). ``chunk_slots`` takes
 the smallest class in ``CHUNK_CLASSES`` whose programs sum no more than ``TABLE_ENTRIES`` histogram entries, and
-``chunk_warps`` gives a program warps by its histogram's bins. The rules come from H100 sweeps: every chunk of
-256-4096 slots at 2, 4 and 8 warps, and 1-16 bins a program (benchmarks/NOTES.md, plans v2.2 and v2.3)."""
+``chunk_warps`` gives a program warps by its histogram's bins and its chunk. The rules come from an H100 sweep of
+every chunk of 256-4096 slots at 2, 4 and 8 warps (benchmarks/NOTES.md, plan v2.2)."""
 
 from __future__ import annotations
 
@@ -23,7 +22,6 @@ ONE_LAUNCH_SLOTS = 4096  # plans of up to this many slots (T * K) take one launc
 SLOT_CLASSES = (256, 1024, ONE_LAUNCH_SLOTS)  # what a one-launch program loads: the first class holding the plan
 CHUNK_CLASSES = (256, 1024, 2048)  # slots a program counts, sorts and places beyond: the chunk_slots choices
 TABLE_ENTRIES = 49152  # histogram entries (programs x bins) a placing program sums before a larger chunk pays
-WIDE_PROGRAMS = 128  # one launch of the widest class: at most this many programs place bins (powers of two a program)
 TABLE_ROWS = 16  # workspace histograms a placing program sums at once
 FILL_ENTRIES = 256  # entries of a fill a program writes at once
 
@@ -35,9 +33,10 @@ def chunk_slots(slots: int, bins: int) -> int:
                 CHUNK_CLASSES[-1])
 
 
-def chunk_warps(bins: int) -> int:
-    """A chunk program's warps: a warp per 64 bins of the histogram it sums, 2 to 8."""
-    return min(max(bins // 64, 2), 8)
+def chunk_warps(bins: int, chunk: int) -> int:
+    """A chunk program's warps: a warp per 64 bins of the histogram it sums, 2 to 8, and at least 4 for chunks of
+    2048 slots (with 2, the count and the sort spill scalar registers on AMD's gfx942 and gfx950)."""
+    return min(max(bins // 64, chunk // 512, 2), 8)
 
 
 class PlanLaunch(NamedTuple):
@@ -46,7 +45,6 @@ class PlanLaunch(NamedTuple):
     programs: int
     constexprs: dict  # of the placing launch; the counting launch (two launches) differs as counting() says
     num_warps: int
-    bins_per_program: int = 1  # one launch: the bins each program but the last places (a runtime argument)
 
     @property
     def launches(self) -> int:
@@ -56,21 +54,17 @@ class PlanLaunch(NamedTuple):
 def plan_launch(call: PlanCall, programmatic: bool = False) -> PlanLaunch:
     """How a plan call is launched (a pure function of the call: tests read it without running a kernel).
     ``programmatic``: launched with programmatic dependent launch (``launch.programmatic_launch_ok``), so that the
-    launch overlaps the end of the stream's previous kernel (route()'s, in ``route_plan``). The map's role, the
-    scatter index and the bins a program places are runtime arguments (``plan_arguments``): they choose no binary."""
+    launch overlaps the end of the stream's previous kernel (route()'s, in ``route_plan``). The map's role and the
+    scatter index are runtime arguments (``plan_arguments``): they choose no binary."""
     common = dict(LAYOUT=BLOCKS if call.block_size else GROUPED, BINS=triton.next_power_of_2(call.experts + 1),
                   ROWS=TABLE_ROWS, TAIL=FILL_ENTRIES, GRID_WAIT=programmatic)
     if call.slots <= ONE_LAUNCH_SLOTS:
         slots = next(size for size in SLOT_CLASSES if call.slots <= size)
-        bins = call.local_experts if call.map_mode == MAP_BINS else call.experts  # an expert or a local expert each
-        per_program = 1  # bins a program: one, but in the widest class, where a program's 4096 lanes take 8 warps
-        while slots == ONE_LAUNCH_SLOTS and triton.cdiv(bins, per_program) > WIDE_PROGRAMS:
-            per_program *= 2
-        return PlanLaunch(triton.cdiv(bins, per_program) + 1, dict(STAGE=PER_BIN, SLOTS=slots, **common),
-                          4 if slots <= 1024 else 8, per_program)
+        bins = call.local_experts if call.map_mode == MAP_BINS else call.experts  # a program a bin
+        return PlanLaunch(bins + 1, dict(STAGE=PER_BIN, SLOTS=slots, **common), 4 if slots <= 1024 else 8)
     chunk = chunk_slots(call.slots, common["BINS"])
     return PlanLaunch(triton.cdiv(call.slots, chunk), dict(STAGE=PLACE_CHUNK, SLOTS=chunk, **common),
-                      chunk_warps(common["BINS"]))
+                      chunk_warps(common["BINS"], chunk))
 
 
 def counting(constexprs: dict) -> dict:
@@ -109,5 +103,5 @@ def plan_arguments(call: PlanCall, ids, expert_map, sorted_ids, expert_ids, post
             spare if blocks else permutation, spare if blocks else offsets,
             call.slots, call.experts, call.local_experts, max(call.block_size, 1),
             sorted_ids.shape[0] if blocks else 0, expert_ids.shape[0] if blocks else 0, launch.programs,
-            call.map_mode, int(scatter is not None), launch.bins_per_program)
+            call.map_mode, int(scatter is not None))
     return args, launch.constexprs
