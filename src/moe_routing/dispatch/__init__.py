@@ -4,5 +4,5 @@ call by align()."""
 from .gate import (ALIGN_SERVED_FROM_SLOTS, ALIGN_SERVED_SLOTS, COUNTERS, SUBSTITUTED, AlignRequest, RoutingRequest,
                    Settings, configure, counters, decide, decide_align, report, settings)
 
-__all__ = ["ALIGN_SERVED_FROM_SLOTS", "ALIGN_SERVED_SLOTS", "COUNTERS", "SUBSTITUTED", "AlignRequest", "RoutingRequest", "Settings", "configure", "counters", "decide",
-           "decide_align", "report", "settings"]
+__all__ = ["ALIGN_SERVED_FROM_SLOTS", "ALIGN_SERVED_SLOTS", "COUNTERS", "SUBSTITUTED", "AlignRequest", "RoutingRequest",
+           "Settings", "configure", "counters", "decide", "decide_align", "report", "settings"]

@@ -114,8 +114,8 @@ def compile_plan_kernels_ahead(plans: list[tuple[int, int, int, int, tuple]], th
     """Compile, in parallel, the dispatch-plan kernels of ``plans``: (tokens, topk, experts, experts this rank holds
     (0: no map), block sizes (None: the grouped layout)), each with the slot class and launches its token count
     takes (the map's role and the scatter index are runtime arguments), int32 ids; so that nothing timed or
-    checked waits for them one at a time. Returns how many distinct kernels that is. ``device``: the CUDA device (default: the current one); in Triton's
-    interpreter (CPU tensors) nothing compiles and the count is the same."""
+    checked waits for them one at a time. Returns how many distinct kernels that is. ``device``: the CUDA device
+    (default: the current one); in Triton's interpreter (CPU tensors) nothing compiles and the count is the same."""
     from concurrent.futures import ThreadPoolExecutor
 
     from ..kernels._plan import plan_kernel
