@@ -5,8 +5,7 @@
   expert the slots come in ascending order (vLLM leaves that order open).
 * :func:`group`: the *grouped* layout of grouped GEMMs (``torch.nn.functional.grouped_mm``'s ``offs``, CUTLASS):
   a permutation of the slots sorted by expert and each expert's cumulative end.
-* :func:`route_plan`: :func:`moe_routing.route` and the plan of its ids in one call (one launch where the plan
-  fits one: kernels/route_plan_launch.py).
+* :func:`route_plan`: :func:`moe_routing.route` and the plan of its ids in one call.
 
 On GPU tensors the Triton kernel (kernels/_plan.py) runs, with no host sync; on CPU tensors the same kernel in
 Triton's interpreter where Triton was imported for it (CI), else the reference (``moe_routing.reference``).
@@ -19,8 +18,7 @@ from __future__ import annotations
 import torch
 
 from . import reference
-from .call import check_call
-from .op import _kernel_module, _outputs, kernel_inputs, route
+from .op import _kernel_module, route
 from .plan_call import MAP_BINS, PlanCall, RoutePlan, check_buffer, check_plan_call, check_scatter_request
 
 __all__ = ["RoutePlan", "align", "group", "route_plan"]
@@ -77,7 +75,11 @@ def align(
     check_scatter_request(call, return_scatter_idx)
     device = topk_ids.device
     if out is None:
-        out = _align_buffers(call, device, return_scatter_idx)
+        out = (torch.empty(call.capacity, dtype=torch.int32, device=device),
+               torch.empty(call.blocks, dtype=torch.int32, device=device),
+               torch.empty(1, dtype=torch.int32, device=device))
+        if return_scatter_idx:
+            out += (torch.empty((call.slots, 1), dtype=torch.int32, device=device),)
     else:
         _check_align_out(out, call, device, return_scatter_idx)
     sorted_ids, expert_ids, post_padded = out[0], out[1], out[2]
@@ -129,7 +131,8 @@ def group(
     call = check_plan_call(topk_ids, num_experts, None, expert_map)
     device = topk_ids.device
     if out is None:
-        out = _group_buffers(call, device)
+        out = (torch.empty(call.slots, dtype=torch.int32, device=device),
+               torch.empty(call.local_experts, dtype=torch.int32, device=device))
     else:
         _check_group_out(out, call, device)
     ids = _contiguous(topk_ids)
@@ -160,10 +163,7 @@ def route_plan(
     out: RoutePlan | None = None,
 ) -> RoutePlan:
     """The whole routing stage: :func:`moe_routing.route`, then the plan of its ids (:func:`align` with a
-    ``block_size``, :func:`group` without), the same bits as those calls. On a GPU (and in Triton's interpreter)
-    both run in one launch where the plan fits one, in two beyond (docs/kernels.md, "The routing stage in one
-    launch"); calls of the rounds kernel, ids into a strided buffer and calls under ``torch.compile`` launch them
-    one after the other.
+    ``block_size``, :func:`group` without).
 
     The routing keywords are :func:`moe_routing.route`'s; ``block_size``, ``expert_map``, ``pad_sorted_ids`` and
     ``ignore_invalid_experts`` are :func:`align`'s (:func:`group` takes the map only). ``out`` is a
@@ -184,66 +184,21 @@ def route_plan(
     if out is not None and not isinstance(out, RoutePlan):
         raise TypeError(f"out must be a RoutePlan of buffers, got {type(out).__name__}")
     routed = None if out is None else (out.weights, out.ids)
-    call = check_call(gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group, renormalize,
-                      routed_scaling_factor, routed, is_padding, ids_dtype)
-    if block_size is None and (pad_sorted_ids or ignore_invalid_experts):
-        raise ValueError("pad_sorted_ids and ignore_invalid_experts belong to the blocks layout: give a "
-                         "block_size, or leave them False")
-    device = gating_output.device
-    weights, ids = _outputs(call, device, routed, ids_dtype)
+    weights, ids = route(gating_output, topk, scoring_func=scoring_func, correction_bias=correction_bias,
+                         num_expert_group=num_expert_group, topk_group=topk_group, renormalize=renormalize,
+                         routed_scaling_factor=routed_scaling_factor, out=routed, is_padding=is_padding,
+                         ids_dtype=ids_dtype)
     num_experts = gating_output.shape[1]
-    plan_call = check_plan_call(ids, num_experts, block_size, expert_map, pad_sorted_ids, ignore_invalid_experts)
     if block_size is None:
+        if pad_sorted_ids or ignore_invalid_experts:
+            raise ValueError("pad_sorted_ids and ignore_invalid_experts belong to the blocks layout: give a "
+                             "block_size, or leave them False")
         buffers = None if out is None else (out.permutation, out.offsets)
-        if buffers is None:
-            buffers = _group_buffers(plan_call, device)
-        else:
-            _check_group_out(buffers, plan_call, device)
-    else:
-        buffers = None if out is None else (out.sorted_token_ids, out.expert_ids, out.num_tokens_post_padded)
-        if buffers is None:
-            buffers = _align_buffers(plan_call, device, False)
-        else:
-            _check_align_out(buffers, plan_call, device, False)
-    mapped = None if expert_map is None else _contiguous(expert_map)
-    if call.tokens and not torch.compiler.is_compiling() and uses_kernel(ids):
-        from .kernels.route_plan_launch import launch_route_plan
-
-        logits, bias, padding = kernel_inputs(call, gating_output, correction_bias, is_padding)
-        layout = dict(permutation=buffers[0], offsets=buffers[1]) if block_size is None else dict(
-            sorted_ids=buffers[0], expert_ids=buffers[1], post_padded=buffers[2])
-        if launch_route_plan(call, plan_call, logits, bias, weights, ids, padding, mapped, **layout):
-            return _route_plan_result(weights, ids, block_size, buffers)
-    # route() and the plan one after the other: under torch.compile (two custom ops), on a CPU without the
-    # interpreter (the reference), and for calls the one launch does not take (route_plan_launch.stage_launch)
-    route(gating_output, topk, scoring_func=scoring_func, correction_bias=correction_bias,
-          num_expert_group=num_expert_group, topk_group=topk_group, renormalize=renormalize,
-          routed_scaling_factor=routed_scaling_factor, out=(weights, ids), is_padding=is_padding, ids_dtype=ids_dtype)
-    if block_size is None:
-        group(ids, num_experts, expert_map=expert_map, out=buffers)
-    else:
-        align(ids, block_size, num_experts, expert_map, pad_sorted_ids, ignore_invalid_experts, out=buffers)
-    return _route_plan_result(weights, ids, block_size, buffers)
-
-
-def _route_plan_result(weights, ids, block_size, buffers) -> RoutePlan:
-    if block_size is None:
-        return RoutePlan(weights, ids, None, None, None, buffers[0], buffers[1])
-    return RoutePlan(weights, ids, buffers[0], buffers[1], buffers[2], None, None)
-
-
-def _align_buffers(call: PlanCall, device, scatter: bool) -> tuple:
-    buffers = (torch.empty(call.capacity, dtype=torch.int32, device=device),
-               torch.empty(call.blocks, dtype=torch.int32, device=device),
-               torch.empty(1, dtype=torch.int32, device=device))
-    if scatter:
-        buffers += (torch.empty((call.slots, 1), dtype=torch.int32, device=device),)
-    return buffers
-
-
-def _group_buffers(call: PlanCall, device) -> tuple:
-    return (torch.empty(call.slots, dtype=torch.int32, device=device),
-            torch.empty(call.local_experts, dtype=torch.int32, device=device))
+        permutation, offsets = group(ids, num_experts, expert_map=expert_map, out=buffers)
+        return RoutePlan(weights, ids, None, None, None, permutation, offsets)
+    buffers = None if out is None else (out.sorted_token_ids, out.expert_ids, out.num_tokens_post_padded)
+    blocks = align(ids, block_size, num_experts, expert_map, pad_sorted_ids, ignore_invalid_experts, out=buffers)
+    return RoutePlan(weights, ids, *blocks, None, None)
 
 
 def _contiguous(tensor: torch.Tensor) -> torch.Tensor:

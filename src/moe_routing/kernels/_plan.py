@@ -32,14 +32,10 @@ BLOCKS, GROUPED = 0, 1
 
 
 @triton.jit
-def _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, map_mode, DROPPED: tl.constexpr,
-               FRESH: tl.constexpr):
+def _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, map_mode, DROPPED: tl.constexpr):
     """Each slot's bin: its expert, its local expert where the map makes the bins, or ``DROPPED`` (an id outside
-    [0, E), an expert of another rank, or a slot past the end). ``FRESH``: read past the program's own cache."""
-    if FRESH:
-        ids = tl.load(ids_ptr + slots, mask=slots < num_slots, other=-1, cache_modifier=".cg")
-    else:
-        ids = tl.load(ids_ptr + slots, mask=slots < num_slots, other=-1)
+    [0, E), an expert of another rank, or a slot past the end)."""
+    ids = tl.load(ids_ptr + slots, mask=slots < num_slots, other=-1)
     valid = (ids >= 0) & (ids < num_experts)
     bins = tl.where(valid, ids, 0).to(tl.int32)
     if map_mode == 1:
@@ -93,31 +89,18 @@ def plan_kernel(
 ):
     if GRID_WAIT:  # nothing is read before the previous kernel (route()'s, or the counting launch) has completed
         tl.extra.cuda.gdc_wait()
-    plan_program(tl.program_id(0), ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr,
-                 scatter_ptr, permutation_ptr, offsets_ptr, num_slots, num_experts, local_experts, block_size,
-                 sorted_len, blocks_len, programs, map_mode, scatter, STAGE, LAYOUT, BINS, SLOTS, ROWS, TAIL)
-
-
-@triton.jit
-def plan_program(program, ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr,
-                 permutation_ptr, offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len,
-                 blocks_len, programs, map_mode, scatter, STAGE: tl.constexpr, LAYOUT: tl.constexpr,
-                 BINS: tl.constexpr, SLOTS: tl.constexpr, ROWS: tl.constexpr, TAIL: tl.constexpr,
-                 FRESH: tl.constexpr = False):
-    """Program ``program`` of a plan launch (``plan_kernel``'s, or a plan program of the routing stage's one
-    launch, kernels/_route_plan.py). ``FRESH``: the ids were written by other programs of the same launch, so they
-    are read from the GPU's shared cache, never from a cache line an earlier read left in the program's own."""
+    program = tl.program_id(0)
     bins_range = tl.arange(0, BINS)
     lanes = tl.arange(0, SLOTS)
     if STAGE == 0:  # (a branch on a constexpr: the other stages' code is not compiled into this binary)
         _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
                        offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
-                       program, programs, map_mode, scatter, bins_range, lanes, LAYOUT, BINS, TAIL, FRESH)
+                       program, programs, map_mode, scatter, bins_range, lanes, LAYOUT, BINS, TAIL)
     else:
         _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr,
                               permutation_ptr, offsets_ptr, num_slots, num_experts, local_experts, block_size,
                               sorted_len, blocks_len, program, programs, map_mode, scatter, bins_range, lanes, STAGE,
-                              LAYOUT, BINS, SLOTS, ROWS, TAIL, FRESH)
+                              LAYOUT, BINS, SLOTS, ROWS, TAIL)
 
 
 @triton.jit
@@ -125,14 +108,14 @@ def _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_p
                           permutation_ptr, offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len,
                           blocks_len, program, programs, map_mode, scatter, bins_range, lanes, STAGE: tl.constexpr,
                           LAYOUT: tl.constexpr, BINS: tl.constexpr, SLOTS: tl.constexpr, ROWS: tl.constexpr,
-                          TAIL: tl.constexpr, FRESH: tl.constexpr):
+                          TAIL: tl.constexpr):
     """The chunked path: this chunk's histogram (``COUNT``), or its slots sorted and placed (``PLACE_CHUNK``)."""
     DROPPED: tl.constexpr = BINS - 1
 
     # ---- this program's chunk and its slots' bins --------------------------------------------------------------
     slots = program * SLOTS + lanes
     inside = slots < num_slots
-    bins = _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, map_mode, DROPPED, FRESH)
+    bins = _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, map_mode, DROPPED)
     if STAGE == 1:
         tl.store(counts_ptr + program * BINS + bins_range, tl.histogram(bins, BINS, mask=inside))
     else:  # PLACE_CHUNK
@@ -201,13 +184,13 @@ def _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_p
 def _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
                    offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
                    program, programs, map_mode, scatter, bins_range, lanes, LAYOUT: tl.constexpr,
-                   BINS: tl.constexpr, TAIL: tl.constexpr, FRESH: tl.constexpr):
+                   BINS: tl.constexpr, TAIL: tl.constexpr):
     """One launch, one program a bin (the last program: the dropped slots): every slot's bin, the histogram, this
     bin's start, then its slots placed in ascending order by a cumulative count."""
     DROPPED: tl.constexpr = BINS - 1
     own_bin = tl.where(program < programs - 1, program, DROPPED)
     inside = lanes < num_slots
-    bins = _slot_bins(ids_ptr, map_ptr, lanes, num_slots, num_experts, map_mode, DROPPED, FRESH)
+    bins = _slot_bins(ids_ptr, map_ptr, lanes, num_slots, num_experts, map_mode, DROPPED)
     counts = tl.histogram(bins, BINS, mask=inside)
     sizes = _bin_sizes(counts, bins_range, num_experts, block_size, LAYOUT)
     ends = tl.cumsum(sizes, 0)

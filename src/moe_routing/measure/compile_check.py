@@ -4,9 +4,8 @@ Triton compiles for ``sm_90`` (H100 / H200), ``gfx942`` (MI300X / MI325X) and ``
 machine. This compiles every plan the rules choose for the target's vendor (``rules.choose_plan(rocm=...)``; on
 NVIDIA with programmatic dependent launch, as route() launches on Hopper) for models' routing shapes, over every
 token class, logits dtype and logits alignment (``precompile.shape_launches``: the launches ``route()`` makes),
-every launch of the dispatch-plan kernel (``plan_kernel_launches``: both layouts, every role of an expert map,
-int32 and int64 ids, one program and the two launches) and the routing stage's first launch at each of its plan
-classes (``route_plan_kernel_launches``), with the arguments a launch passes (``kernels/targets.py``),
+and every launch of the dispatch-plan kernel (``plan_kernel_launches``: both layouts, every role of an expert map,
+int32 and int64 ids, one program and the two launches), with the arguments a launch passes (``kernels/targets.py``),
 each distinct binary once, in several processes, and reads each binary's registers and spills: spill
 stores and loads from ``ptxas -v`` (NVIDIA), register spills and scratch bytes from the amdgcn assembly (AMD). A
 compile error fails the check, and so does a spill on AMD (``failures``); CI runs it for both vendors (.ci/run).
@@ -42,10 +41,6 @@ def describe(plan) -> str:
         stage = ("per bin", "count", "place chunk")[c["STAGE"]]
         layout = "grouped" if c["LAYOUT"] else "blocks"
         return f"plan {layout} {stage} slots={c['SLOTS']} bins={c['BINS']} warps={plan.num_warps}"
-    if plan.name == "route_plan":
-        stage = ("per bin", "count", "place chunk")[c["PLAN_STAGE"]]
-        return (f"route_plan lanes={c['LANES']} rows={plan.rows}{' rounds' if c['ROUNDS'] else ''} + plan {stage} "
-                f"slots={c['PLAN_SLOTS']} bins={c['PLAN_BINS']} warps={plan.num_warps}")
     switches = [name.lower() for name in ("PREFETCH", "WORDS", "ONE_PASS", "ROUNDS", "HANDOVER", "DENSE_OUT",
                                           "STORE_FIRST") if c.get(name)]
     return (f"bitonic lanes={c['LANES']} rows={plan.rows} warps={plan.num_warps} chunk={c['CHUNK']} "
@@ -105,54 +100,6 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
     return launches
 
 
-class StageKernelLaunch(NamedTuple):
-    """The first launch of the routing stage (kernels/_route_plan.py) as ``route_plan`` makes it, for compiling."""
-
-    plan: object  # kernels.rules.Plan named "route_plan": route()'s constexprs and the plan's (PLAN_*)
-    call: object  # call.RoutingCall
-    arguments_and_options: tuple
-
-    def arguments(self) -> tuple[tuple, dict]:
-        return self.arguments_and_options
-
-
-def route_plan_kernel_launches(shape, rocm: bool = True) -> list[StageKernelLaunch]:
-    """The routing stage's first launch for ``shape`` as ``route_plan`` makes it on bfloat16 logits rows on 16-byte
-    boundaries, int32 ids and the blocks layout: at each slot class of the plan's one launch, and with the counting
-    of the smallest chunk class (two launches); on NVIDIA (``rocm`` False) launched programmatically. Calls whose
-    route() plan is the rounds kernel's launch apart (no such launch)."""
-    from ..call import check_call
-    from ..kernels.launch import programmatic_plan, rule_plan
-    from ..kernels.plan_launch import ONE_LAUNCH_SLOTS, SLOT_CLASSES, plan_launch
-    from ..kernels.route_plan_launch import route_plan_kernel, stage_arguments, stage_launch
-    from ..kernels.rules import Plan
-    from ..plan_call import check_plan_call
-
-    experts, topk = shape.experts, shape.topk
-    logits = torch.empty(1, experts, dtype=torch.bfloat16)
-    bias = None if shape.bias_dtype is None else torch.empty(experts, dtype=shape.bias_dtype)
-    weights = torch.empty(1, topk, dtype=torch.float32)
-    ids = torch.empty(1, topk, dtype=torch.int32)
-    call = check_call(logits, topk, shape.scoring_func, bias, shape.num_expert_group, shape.topk_group,
-                      shape.renormalize, 1.0, (weights, ids), None, torch.int32)
-    buffers = (torch.empty(64, dtype=torch.int32),) * 3
-    launches = []
-    for tokens in [max(size // topk, 1) for size in SLOT_CLASSES] + [ONE_LAUNCH_SLOTS // topk + 1]:
-        at = call._replace(tokens=tokens)
-        route = rule_plan(at, logits, bias, True, rocm)
-        route = route if rocm else programmatic_plan(route)
-        plan_call = check_plan_call(ids, experts, 16)._replace(tokens=tokens)
-        stage = stage_launch(route, plan_launch(plan_call, programmatic=not rocm), ids)
-        if stage is None:
-            continue
-        _, args, kwargs, _, _ = stage_arguments(stage, at, plan_call, logits, bias, weights, ids, None, None,
-                                                *buffers, None, None, None, torch.zeros(1, dtype=torch.int32))
-        constexprs = {k: v for k, v in kwargs.items() if k not in ("num_warps", "launch_pdl", "maxnreg")}
-        plan = Plan("route_plan", route_plan_kernel, constexprs, route.rows, stage.num_warps)
-        launches.append(StageKernelLaunch(plan, at, (args, kwargs)))
-    return launches
-
-
 LAYOUTS = ("aligned", "unaligned")  # logits rows on 16-byte boundaries (word loads allowed), or not
 
 
@@ -173,8 +120,6 @@ def _jobs(models, dtypes, rocm: bool, plans: bool = True, layouts=LAYOUTS) -> li
         for ids_dtype in (torch.int32, torch.int64) if plans else ():
             for launch in plan_kernel_launches(shape.experts, shape.topk, ids_dtype, rocm):
                 jobs.append((model, f"ids {str(ids_dtype).removeprefix('torch.')}", "plan", launch))
-        for launch in route_plan_kernel_launches(shape, rocm) if plans else ():
-            jobs.append((model, "bfloat16", "stage", launch))
     return jobs
 
 
