@@ -6,12 +6,14 @@ a small chunk, so that every stage of the kernel runs on a few hundred slots."""
 
 import pytest
 import torch
+import triton
 
 import moe_routing
 from conftest import DEVICE, random_bias, random_logits
 from moe_routing import reference
-from moe_routing.kernels.plan_launch import (CHUNK_CLASSES, ONE_LAUNCH_SLOTS, SLOT_CLASSES, TABLE_ENTRIES, PlanLaunch,
-                                             chunk_slots, chunk_warps, launch_plan, plan_launch)
+from moe_routing.kernels.plan_launch import (CHUNK_CLASSES, ONE_LAUNCH_SLOTS, SLOT_CLASSES, TABLE_ENTRIES,
+                                             WIDE_ONE_LAUNCH_SLOTS, PlanLaunch, chunk_bins, chunk_slots, chunk_warps, launch_plan,
+                                             plan_launch, slot_warps)
 from moe_routing.kernels._plan import PER_BIN, PLACE_CHUNK
 from moe_routing.plan_call import check_plan_call
 
@@ -170,7 +172,8 @@ def test_the_two_launch_path_on_small_chunks():
         call = check_plan_call(ids, experts, block_size, expert_map, ignore_invalid_experts=True)
         one = plan_launch(call)
         assert one.launches == 1 and one.constexprs["STAGE"] == PER_BIN
-        chunked = PlanLaunch(-(-call.slots // 64), {**one.constexprs, "STAGE": PLACE_CHUNK, "SLOTS": 64}, 4)
+        chunked = PlanLaunch(-(-call.slots // 64), {**one.constexprs, "STAGE": PLACE_CHUNK, "SLOTS": 64,
+                                                    "BINS": chunk_bins(experts)}, 4)
         results = []
         for launch in (one, chunked):
             if block_size:
@@ -185,6 +188,25 @@ def test_the_two_launch_path_on_small_chunks():
             assert torch.equal(a, b), (block_size, expert_map is not None)
         if block_size:
             assert_blocks(results[0], ids, block_size, experts, expert_map, True)
+
+
+def test_one_launch_slot_classes_warps_and_limits():
+    """A one-launch program loads the smallest slot class holding the plan, its histogram a bin an expert rounded
+    up to a power of two, on warps by the class and the bins; 385-512 experts take one launch up to 2048 slots."""
+    for experts, bins in ((64, 64), (128, 128), (256, 256), (384, 512), (37, 64), (512, 512)):
+        limit = WIDE_ONE_LAUNCH_SLOTS if bins >= 512 else ONE_LAUNCH_SLOTS
+        for slots in (1, 32, 33, 128, 129, 256, 257, 512, 1024, 1025, 2048, 2049, 4096):
+            launch = plan_launch(check_plan_call(torch.zeros(slots, 1, dtype=torch.int32), experts, 16))
+            if slots > limit:
+                assert launch.launches == 2 and launch.constexprs["BINS"] == triton.next_power_of_2(experts + 1)
+                continue
+            assert launch.launches == 1 and launch.programs == experts + 1
+            assert launch.constexprs["BINS"] == bins
+            assert launch.constexprs["SLOTS"] == min(size for size in SLOT_CLASSES if size >= slots)
+            assert launch.num_warps == slot_warps(launch.constexprs["SLOTS"], bins)
+    # the H100 sweep's choices (benchmarks/NOTES.md, plan v2.3)
+    assert [slot_warps(size, 256) for size in SLOT_CLASSES] == [1, 1, 2, 4, 4, 4, 8]
+    assert [slot_warps(size, 128) for size in SLOT_CLASSES] == [1, 1, 2, 4, 4, 8, 8]
 
 
 def test_plans_take_one_launch_up_to_the_limit_and_chunks_beyond():

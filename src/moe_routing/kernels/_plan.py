@@ -9,9 +9,9 @@ and no program waits for another: each position of every output belongs to exact
 One kernel, three stages (``STAGE``):
 
 * ``PER_BIN`` (one launch, plans of up to a few thousand slots): one program a bin (an expert, a local expert,
-  then the dropped slots). Each loads every slot's bin at once, takes the histogram, the bins' starts (a cumulative
-  sum of the counts, block-padded in the blocks layout) and places its own bin's slots by a cumulative count of
-  them: no serial steps, every bin at once.
+  then the dropped slots). Each loads every slot's bin at once, takes the histogram (the dropped slots outside
+  it), its bin's start (the sizes of the bins before it: counts, block-padded in the blocks layout) and places its
+  own bin's slots by a cumulative count of them: no serial steps, every bin at once.
 * ``COUNT`` (first of two launches, larger plans): each program writes its chunk's histogram to the workspace.
 * ``PLACE_CHUNK`` (second launch): each program sums the workspace's histograms (all chunks, and the chunks before
   its own), sorts its chunk's slots by (bin, slot) and places them at ``start[bin] + earlier chunks' count +
@@ -56,6 +56,12 @@ def _bin_sizes(counts, bins_range, num_experts, block_size, LAYOUT: tl.constexpr
 
 
 @triton.jit
+def _add3(a0, b0, c0, a1, b1, c1):
+    """Three sums in one reduction."""
+    return a0 + a1, b0 + b1, c0 + c1
+
+
+@triton.jit
 def _fill(ptr, first, length, value, program, programs, TAIL: tl.constexpr):
     """``value`` into this program's share of ``ptr[first:length]`` (stretches of TAIL, programs taking turns)."""
     begin = first + program * TAIL
@@ -81,7 +87,8 @@ def plan_kernel(
     # what to compute
     STAGE: tl.constexpr, LAYOUT: tl.constexpr,
     # tunable parameters
-    BINS: tl.constexpr,  # a power of two > E: the last bin holds the dropped slots
+    BINS: tl.constexpr,  # a power of two: >= the bins (PER_BIN, the dropped slots outside), > E (the chunked
+    # stages: the last bin holds the dropped slots)
     SLOTS: tl.constexpr,  # slots a program loads at once: all of them (PER_BIN), its chunk (COUNT, PLACE_CHUNK)
     ROWS: tl.constexpr,  # workspace histograms summed at once (PLACE_CHUNK)
     TAIL: tl.constexpr,  # entries of a fill written at once
@@ -187,21 +194,22 @@ def _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr
                    BINS: tl.constexpr, TAIL: tl.constexpr):
     """One launch, one program a bin (the last program: the dropped slots): every slot's bin, the histogram, this
     bin's start, then its slots placed in ascending order by a cumulative count."""
-    DROPPED: tl.constexpr = BINS - 1
+    DROPPED: tl.constexpr = BINS  # outside the histogram: BINS is a power of two >= the bins here
     own_bin = tl.where(program < programs - 1, program, DROPPED)
     inside = lanes < num_slots
     bins = _slot_bins(ids_ptr, map_ptr, lanes, num_slots, num_experts, map_mode, DROPPED)
-    counts = tl.histogram(bins, BINS, mask=inside)
+    counts = tl.histogram(bins, BINS, mask=inside & (bins < BINS))
     sizes = _bin_sizes(counts, bins_range, num_experts, block_size, LAYOUT)
-    ends = tl.cumsum(sizes, 0)
-    mine_of_bins = bins_range == own_bin
-    start = tl.sum(tl.where(mine_of_bins, ends - sizes, 0), 0)
-    count = tl.sum(tl.where(mine_of_bins, counts, 0), 0)
-    size = tl.sum(tl.where(mine_of_bins, sizes, 0), 0)
+    # this bin's start (the sizes of the bins before it: for the dropped slots, of every bin), its count and the
+    # plan's total, in one reduction
+    start, count, total = tl.reduce((tl.where(bins_range < own_bin, sizes, 0),
+                                     tl.where(bins_range == own_bin, counts, 0), sizes), 0, _add3)
+    size = count
+    if LAYOUT == 0:
+        size = tl.where(own_bin < num_experts, (count + block_size - 1) // block_size * block_size, 0)
     mine = inside & (bins == own_bin)
     place = start + tl.cumsum(mine.to(tl.int32), 0) - 1
     if LAYOUT == 0:
-        total = tl.sum(sizes, 0)
         if own_bin != DROPPED:
             tl.store(sorted_ptr + place, lanes, mask=mine)
             steps = tl.arange(0, TAIL)

@@ -1,5 +1,7 @@
-"""The dispatch plan's launch: a program a bin for plans of up to ``ONE_LAUNCH_SLOTS`` slots (one launch), chunks
-of slots beyond (two launches: the chunks' histograms, then the placing), with no host round trip either way.
+"""The dispatch plan's launch: a program a bin for plans of up to ``ONE_LAUNCH_SLOTS`` slots (one launch; 2048 for
+385-512 experts), chunks of slots beyond (two launches: the chunks' histograms, then the placing), with no host
+round trip either way. A one-launch program loads the smallest slot class holding the plan, on warps by that class
+and its histogram (``slot_warps``).
 
 Beyond one launch, two costs pull the chunk apart: each placing program sorts its chunk (a sort's time grows with its
 keys), and each sums the histograms of every chunk before its own (programs x bins entries). ``chunk_slots`` takes
@@ -19,7 +21,10 @@ from ._plan import BLOCKS, COUNT, GROUPED, PER_BIN, PLACE_CHUNK, plan_kernel
 from .launch import programmatic_launch_ok
 
 ONE_LAUNCH_SLOTS = 4096  # plans of up to this many slots (T * K) take one launch, every program loading them all
-SLOT_CLASSES = (256, 1024, ONE_LAUNCH_SLOTS)  # what a one-launch program loads: the first class holding the plan
+WIDE_ONE_LAUNCH_SLOTS = 2048  # the same for histograms of WIDE_BINS bins or more (385-512 experts: Kimi-K2's 384)
+WIDE_BINS = 512
+# what a one-launch program loads: the first class holding the plan, and its warps
+SLOT_CLASSES = (32, 128, 256, 512, 1024, 2048, ONE_LAUNCH_SLOTS)
 CHUNK_CLASSES = (256, 1024, 2048)  # slots a program counts, sorts and places beyond: the chunk_slots choices
 TABLE_ENTRIES = 49152  # histogram entries (programs x bins) a placing program sums before a larger chunk pays
 TABLE_ROWS = 16  # workspace histograms a placing program sums at once
@@ -31,6 +36,30 @@ def chunk_slots(slots: int, bins: int) -> int:
     whose programs sum at most ``TABLE_ENTRIES`` entries each, else the largest."""
     return next((size for size in CHUNK_CLASSES if triton.cdiv(slots, size) * bins <= TABLE_ENTRIES),
                 CHUNK_CLASSES[-1])
+
+
+def one_launch_bins(experts: int) -> int:
+    """The histogram of a one-launch program: a bin an expert, rounded up to a power of two (the dropped slots are
+    counted apart)."""
+    return triton.next_power_of_2(experts)
+
+
+def one_launch_limit(bins: int) -> int:
+    """The most slots a plan with a one-launch histogram of ``bins`` bins takes in one launch."""
+    return WIDE_ONE_LAUNCH_SLOTS if bins >= WIDE_BINS else ONE_LAUNCH_SLOTS
+
+
+def slot_warps(slots: int, bins: int) -> int:
+    """A one-launch program's warps by its slot class and histogram: one up to 128 lanes, two at 256, four up to
+    1024, at 2048 four for 256 bins or more and eight below, eight at 4096 (an H100 sweep, benchmarks/NOTES.md,
+    plan v2.3)."""
+    if slots <= 128:
+        return 1
+    if slots <= 256:
+        return 2
+    if slots <= 1024 or (slots <= 2048 and bins >= 256):
+        return 4
+    return 8
 
 
 def chunk_warps(bins: int, chunk: int) -> int:
@@ -56,15 +85,23 @@ def plan_launch(call: PlanCall, programmatic: bool = False) -> PlanLaunch:
     ``programmatic``: launched with programmatic dependent launch (``launch.programmatic_launch_ok``), so that the
     launch overlaps the end of the stream's previous kernel (route()'s, in ``route_plan``). The map's role and the
     scatter index are runtime arguments (``plan_arguments``): they choose no binary."""
-    common = dict(LAYOUT=BLOCKS if call.block_size else GROUPED, BINS=triton.next_power_of_2(call.experts + 1),
-                  ROWS=TABLE_ROWS, TAIL=FILL_ENTRIES, GRID_WAIT=programmatic)
-    if call.slots <= ONE_LAUNCH_SLOTS:
+    common = dict(LAYOUT=BLOCKS if call.block_size else GROUPED, ROWS=TABLE_ROWS, TAIL=FILL_ENTRIES,
+                  GRID_WAIT=programmatic)
+    bins = one_launch_bins(call.experts)
+    if call.slots <= one_launch_limit(bins):
         slots = next(size for size in SLOT_CLASSES if call.slots <= size)
-        bins = call.local_experts if call.map_mode == MAP_BINS else call.experts  # a program a bin
-        return PlanLaunch(bins + 1, dict(STAGE=PER_BIN, SLOTS=slots, **common), 4 if slots <= 1024 else 8)
-    chunk = chunk_slots(call.slots, common["BINS"])
-    return PlanLaunch(triton.cdiv(call.slots, chunk), dict(STAGE=PLACE_CHUNK, SLOTS=chunk, **common),
-                      chunk_warps(common["BINS"], chunk))
+        programs = (call.local_experts if call.map_mode == MAP_BINS else call.experts) + 1  # a bin each, the dropped
+        return PlanLaunch(programs, dict(STAGE=PER_BIN, BINS=bins, SLOTS=slots, **common), slot_warps(slots, bins))
+    bins = chunk_bins(call.experts)
+    chunk = chunk_slots(call.slots, bins)
+    return PlanLaunch(triton.cdiv(call.slots, chunk), dict(STAGE=PLACE_CHUNK, BINS=bins, SLOTS=chunk, **common),
+                      chunk_warps(bins, chunk))
+
+
+def chunk_bins(experts: int) -> int:
+    """The histogram of the chunked path: a bin an expert and one for the dropped slots, rounded up to a power of
+    two."""
+    return triton.next_power_of_2(experts + 1)
 
 
 def counting(constexprs: dict) -> dict:

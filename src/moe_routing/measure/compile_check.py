@@ -65,8 +65,8 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
     map's role and the scatter index are runtime arguments: launches differing only in them share a binary, which
     ``run_compile_check`` then compiles once.)"""
     from ..kernels._plan import plan_kernel
-    from ..kernels.plan_launch import (CHUNK_CLASSES, ONE_LAUNCH_SLOTS, SLOT_CLASSES, TABLE_ENTRIES, counting,
-                                       plan_arguments, plan_launch)
+    from ..kernels.plan_launch import (CHUNK_CLASSES, ONE_LAUNCH_SLOTS, SLOT_CLASSES, TABLE_ENTRIES, chunk_bins,
+                                       counting, plan_arguments, plan_launch)
     from ..kernels.rules import Plan
     from ..plan_call import check_plan_call
 
@@ -81,7 +81,7 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
             call = call._replace(map_mode=1 if ignore or block_size is None else 2)
         buffers = (torch.empty(64, dtype=torch.int32),) * 6
         # the most tokens each chunk class takes (the class's programs each summing TABLE_ENTRIES histogram entries)
-        most = TABLE_ENTRIES // plan_launch(call).constexprs["BINS"]
+        most = TABLE_ENTRIES // chunk_bins(experts)
         chunked = [max(size * most, ONE_LAUNCH_SLOTS + topk) // topk for size in CHUNK_CLASSES]
         for tokens in [max(size // topk, 1) for size in SLOT_CLASSES] + chunked:
             at = call._replace(tokens=tokens)
