@@ -12,6 +12,7 @@ import triton.language as tl
 from conftest import ON_GPU
 from moe_routing.kernels import INTERPRETED
 from moe_routing.kernels._bitonic import _top2_combine
+from moe_routing.kernels._plan import _add3
 
 pytestmark = pytest.mark.skipif(ON_GPU or not INTERPRETED, reason="the interpreter runs on CPU tensors only")
 
@@ -109,3 +110,42 @@ def test_integer_arithmetic_without_the_unchecked_overflow_condition(monkeypatch
     for skipped, with_condition, wide in zip(*outputs, expected):
         assert torch.equal(skipped, with_condition)
         assert torch.equal(skipped, torch.from_numpy(wide.numpy().astype("int32")))  # two's-complement wrap
+
+
+@triton.jit
+def _sums_kernel(x_ptr, out_ptr, A: tl.constexpr, B: tl.constexpr, AXIS: tl.constexpr, KEEP: tl.constexpr):
+    offsets = tl.arange(0, A)[:, None] * B + tl.arange(0, B)[None, :]
+    x = tl.load(x_ptr + offsets)
+    flat = tl.load(x_ptr + tl.arange(0, A * B))
+    first, second, third = tl.reduce((x, x * 3, offsets), AXIS, _add3, keep_dims=KEEP)
+    one, two, three = tl.reduce((flat, -flat, flat ^ 5), 0, _add3)
+    out = tl.arange(0, first.numel)
+    tl.store(out_ptr + out, tl.reshape(first, [first.numel]))
+    tl.store(out_ptr + first.numel + out, tl.reshape(second, [first.numel]))
+    tl.store(out_ptr + 2 * first.numel + out, tl.reshape(third, [first.numel]))
+    tl.store(out_ptr + 3 * first.numel, one)
+    tl.store(out_ptr + 3 * first.numel + 1, two)
+    tl.store(out_ptr + 3 * first.numel + 2, three)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("keep", [False, True])
+def test_sum_combines_as_numpy_sums_give_the_interpreters_bits(monkeypatch, axis, keep):
+    """The plan kernel's three sums in one reduction (``_add3``) as numpy sums: the same int32 bits as the
+    element-by-element fold, with sums that wrap."""
+    from triton.runtime import interpreter
+
+    from moe_routing.kernels.interpreter import SUM_COMBINES
+
+    assert _add3.fn.__name__ in SUM_COMBINES
+    gen = torch.Generator().manual_seed(axis)
+    x = torch.randint(-2 ** 31, 2 ** 31 - 1, (8 * 64,), generator=gen, dtype=torch.int64).to(torch.int32)
+    outputs = []
+    for fold in ("numpy sums", "element by element"):
+        if fold != "numpy sums":
+            monkeypatch.setattr(interpreter.ReduceOps, "generic_reduce", interpreter.ReduceOps.generic_reduce.original)
+        out = torch.full((3 * (512 // (8, 64)[axis]) + 3,), -7, dtype=torch.int32)
+        _sums_kernel[(1,)](x, out, 8, 64, axis, keep)
+        outputs.append(out)
+    assert torch.equal(outputs[0], outputs[1])
+    assert outputs[0][-3].item() == int(x.sum()) % 2 ** 32 - (2 ** 32 if int(x.sum()) % 2 ** 32 >= 2 ** 31 else 0)

@@ -6,7 +6,8 @@ Profiled on the test suite (Triton 3.6), three pieces of the interpreter took mo
 * a reduction with a combine function of its own (``tl.reduce(..., _top2_combine)``, the group stage's exact top-2)
   ran the combine once per *element*, on scalars: here it runs once per position along the reduced axis, on the
   whole slice of every other axis at once, in the same order (``acc = x[0]``, then ``acc = combine(acc, x[i])``),
-  so every output element sees the same operations on the same values;
+  so every output element sees the same operations on the same values; the plan kernel's three integer sums in one
+  reduction (``_add3``, ``SUM_COMBINES``) are numpy sums, exact in any order;
 * every call of a ``@triton.jit`` helper re-patched ``triton.language`` (``inspect.getmembers`` over three modules)
   although the kernel's launch had patched it for the whole run: a helper call now patches only modules not yet
   patched during that launch (Triton's own patches of a helper call are never undone, so once is enough);
@@ -53,7 +54,11 @@ def _install_reduce(interpreter) -> None:
     original = interpreter.ReduceOps.generic_reduce
 
     def generic_reduce(self, input):
-        """The interpreter's left fold along the axis, one combine call per position on the other axes' slice."""
+        """The interpreter's left fold along the axis, one combine call per position on the other axes' slice; for
+        the combines of ``SUM_COMBINES`` on integers, numpy sums instead."""
+        if (self.axis is not None and getattr(self.combine_fn.fn, "__name__", None) in SUM_COMBINES
+                and all(np.issubdtype(arg.handle.data.dtype, np.integer) for arg in input)):
+            return _sums(self, input)
         if self.axis is None or len(input[0].handle.data.shape) < 2:
             return original(self, input)
         axis = self.axis
@@ -75,6 +80,18 @@ def _install_reduce(interpreter) -> None:
 
     generic_reduce.original = original
     interpreter.ReduceOps.generic_reduce = generic_reduce
+
+
+# combines that add each operand to its own (``_plan._add3``: three sums in one reduction): on integers the
+# interpreter reduces them with one numpy sum an operand, in the operand's dtype, so that they wrap as the kernel's
+# adds do; integer sums are exact in any order
+SUM_COMBINES = frozenset({"_add3"})
+
+
+def _sums(ops, input) -> list:
+    """``ops``' reduction of a ``SUM_COMBINES`` combine: each operand summed along the axis in its own dtype."""
+    return [ops.to_tensor(np.sum(arg.handle.data, axis=ops.axis, keepdims=ops.keep_dims, dtype=arg.handle.data.dtype),
+                          arg.dtype) for arg in input]
 
 
 def _install_helper_calls(interpreter) -> None:
