@@ -14,7 +14,7 @@ from moe_routing import reference
 from moe_routing.kernels.plan_launch import (CHUNK_CLASSES, ONE_LAUNCH_SLOTS, SLOT_CLASSES, TABLE_ENTRIES,
                                              WIDE_ONE_LAUNCH_SLOTS, PlanLaunch, chunk_bins, chunk_slots, chunk_warps, launch_plan,
                                              plan_launch, slot_warps)
-from moe_routing.kernels._plan import PER_BIN, PLACE_CHUNK
+from moe_routing.kernels._plan import BLOCKS, GROUPED, PER_BIN, PLACE_CHUNK
 from moe_routing.plan_call import check_plan_call
 
 POISON = -77
@@ -173,7 +173,8 @@ def test_the_two_launch_path_on_small_chunks():
         one = plan_launch(call)
         assert one.launches == 1 and one.constexprs["STAGE"] == PER_BIN
         chunked = PlanLaunch(-(-call.slots // 64), {**one.constexprs, "STAGE": PLACE_CHUNK, "SLOTS": 64,
-                                                    "BINS": chunk_bins(experts)}, 4)
+                                                    "BINS": chunk_bins(experts),
+                                                    "LAYOUT": BLOCKS if block_size else GROUPED}, 4)
         results = []
         for launch in (one, chunked):
             if block_size:

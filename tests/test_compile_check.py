@@ -137,15 +137,18 @@ def test_plan_kernel_launches_cover_every_compile_time_choice():
         launches = compile_check.plan_kernel_launches(256, 8, ids_dtype)
         chosen = {(launch.plan.constexprs["STAGE"], launch.plan.constexprs["LAYOUT"], launch.plan.constexprs["SLOTS"])
                   for launch in launches}
-        assert chosen == ({(PER_BIN, layout, slots) for layout in (BLOCKS, GROUPED) for slots in SLOT_CLASSES}
+        # (the one-launch path's layout is a runtime argument: its binaries carry LAYOUT=BLOCKS for both)
+        assert chosen == ({(PER_BIN, BLOCKS, slots) for slots in SLOT_CLASSES}
                           | {(PLACE_CHUNK, layout, slots) for layout in (BLOCKS, GROUPED) for slots in CHUNK_CLASSES}
                           | {(COUNT, BLOCKS, slots) for slots in CHUNK_CLASSES})
-        roles = {(launch.plan.constexprs["LAYOUT"], launch.arguments()[0][-2], launch.arguments()[0][-1])
+        roles = {(launch.arguments()[0][-1], launch.arguments()[0][-3], launch.arguments()[0][-2])
                  for launch in launches if launch.plan.constexprs["STAGE"] != COUNT}  # (layout, map_mode, scatter)
+        assert all(launch.arguments()[0][-1] == launch.plan.constexprs["LAYOUT"] for launch in launches
+                   if launch.plan.constexprs["STAGE"] == PLACE_CHUNK)
         assert roles == {(BLOCKS, 0, 0), (BLOCKS, 0, 1), (BLOCKS, 1, 1), (BLOCKS, 2, 0), (GROUPED, 0, 0),
                          (GROUPED, 1, 0)}
         keys = [(tuple(sorted(launch.plan.constexprs.items())), launch.plan.num_warps, launch.arguments()[0][1].dtype,
-                 *launch.arguments()[0][-2:]) for launch in launches]
+                 *launch.arguments()[0][-3:]) for launch in launches]
         assert len(set(keys)) == len(keys)  # each launch once
         args, kwargs = launches[0].arguments()
         assert args[0].dtype == ids_dtype and kwargs["num_warps"] > 0

@@ -74,7 +74,7 @@ def _fill(ptr, first, length, value, program, programs, TAIL: tl.constexpr):
 # sizes are not specialised on (a value of 1 or a multiple of 16 would otherwise compile a binary of its own): one
 # binary serves every token count
 @triton.jit(do_not_specialize=["num_slots", "num_experts", "local_experts", "block_size", "sorted_len", "blocks_len",
-                               "programs", "map_mode", "scatter"])
+                               "programs", "map_mode", "scatter", "layout"])
 def plan_kernel(
     # inputs
     ids_ptr, map_ptr, counts_ptr,  # ids [T * K], the expert map [E] (or a dummy), the histograms [programs, BINS]
@@ -84,8 +84,9 @@ def plan_kernel(
     # sizes
     num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len, programs,  # programs: the grid
     map_mode, scatter,  # the map's role (NO_MAP, MAP_BINS, MAP_VALUES); 1: write the scatter index (blocks layout)
+    layout,  # PER_BIN's layout (BLOCKS, GROUPED): a runtime argument there, one binary for both
     # what to compute
-    STAGE: tl.constexpr, LAYOUT: tl.constexpr,
+    STAGE: tl.constexpr, LAYOUT: tl.constexpr,  # LAYOUT: the chunked stages' layout
     # tunable parameters
     BINS: tl.constexpr,  # a power of two: >= the bins (PER_BIN, the dropped slots outside), > E (the chunked
     # stages: the last bin holds the dropped slots)
@@ -102,7 +103,7 @@ def plan_kernel(
     if STAGE == 0:  # (a branch on a constexpr: the other stages' code is not compiled into this binary)
         _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
                        offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
-                       program, programs, map_mode, scatter, bins_range, lanes, LAYOUT, BINS, TAIL)
+                       program, programs, map_mode, scatter, layout, bins_range, lanes, BINS, TAIL)
     else:
         _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr,
                               permutation_ptr, offsets_ptr, num_slots, num_experts, local_experts, block_size,
@@ -190,8 +191,8 @@ def _count_or_place_chunk(ids_ptr, map_ptr, counts_ptr, sorted_ptr, expert_ids_p
 @triton.jit
 def _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, scatter_ptr, permutation_ptr,
                    offsets_ptr, num_slots, num_experts, local_experts, block_size, sorted_len, blocks_len,
-                   program, programs, map_mode, scatter, bins_range, lanes, LAYOUT: tl.constexpr,
-                   BINS: tl.constexpr, TAIL: tl.constexpr):
+                   program, programs, map_mode, scatter, layout, bins_range, lanes, BINS: tl.constexpr,
+                   TAIL: tl.constexpr):
     """One launch, one program a bin (the last program: the dropped slots): every slot's bin, the histogram, this
     bin's start, then its slots placed in ascending order by a cumulative count."""
     DROPPED: tl.constexpr = BINS  # outside the histogram: BINS is a power of two >= the bins here
@@ -199,17 +200,16 @@ def _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr
     inside = lanes < num_slots
     bins = _slot_bins(ids_ptr, map_ptr, lanes, num_slots, num_experts, map_mode, DROPPED)
     counts = tl.histogram(bins, BINS, mask=inside & (bins < BINS))
-    sizes = _bin_sizes(counts, bins_range, num_experts, block_size, LAYOUT)
+    # each bin's entries: its count block-padded (the grouped layout launches with a block size of 1: the count)
+    sizes = tl.where(bins_range < num_experts, (counts + block_size - 1) // block_size * block_size, 0)
     # this bin's start (the sizes of the bins before it: for the dropped slots, of every bin), its count and the
     # plan's total, in one reduction
     start, count, total = tl.reduce((tl.where(bins_range < own_bin, sizes, 0),
                                      tl.where(bins_range == own_bin, counts, 0), sizes), 0, _add3)
-    size = count
-    if LAYOUT == 0:
-        size = tl.where(own_bin < num_experts, (count + block_size - 1) // block_size * block_size, 0)
+    size = tl.where(own_bin < num_experts, (count + block_size - 1) // block_size * block_size, 0)
     mine = inside & (bins == own_bin)
     place = start + tl.cumsum(mine.to(tl.int32), 0) - 1
-    if LAYOUT == 0:
+    if layout == 0:  # (a uniform branch on a scalar)
         if own_bin != DROPPED:
             tl.store(sorted_ptr + place, lanes, mask=mine)
             steps = tl.arange(0, TAIL)

@@ -91,7 +91,9 @@ def plan_launch(call: PlanCall, programmatic: bool = False) -> PlanLaunch:
     if call.slots <= one_launch_limit(bins):
         slots = next(size for size in SLOT_CLASSES if call.slots <= size)
         programs = (call.local_experts if call.map_mode == MAP_BINS else call.experts) + 1  # a bin each, the dropped
-        return PlanLaunch(programs, dict(STAGE=PER_BIN, BINS=bins, SLOTS=slots, **common), slot_warps(slots, bins))
+        # both layouts share the binary: PER_BIN reads the layout as a runtime argument (plan_arguments)
+        return PlanLaunch(programs, dict(STAGE=PER_BIN, BINS=bins, SLOTS=slots, **{**common, "LAYOUT": BLOCKS}),
+                          slot_warps(slots, bins))
     bins = chunk_bins(call.experts)
     chunk = chunk_slots(call.slots, bins)
     return PlanLaunch(triton.cdiv(call.slots, chunk), dict(STAGE=PLACE_CHUNK, BINS=bins, SLOTS=chunk, **common),
@@ -140,5 +142,5 @@ def plan_arguments(call: PlanCall, ids, expert_map, sorted_ids, expert_ids, post
             spare if blocks else permutation, spare if blocks else offsets,
             call.slots, call.experts, call.local_experts, max(call.block_size, 1),
             sorted_ids.shape[0] if blocks else 0, expert_ids.shape[0] if blocks else 0, launch.programs,
-            call.map_mode, int(scatter is not None))
+            call.map_mode, int(scatter is not None), BLOCKS if blocks else GROUPED)
     return args, launch.constexprs

@@ -91,7 +91,8 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
             stages = [constexprs] if launch.launches == 1 else [counting(constexprs), constexprs]
             for stage in stages:
                 # the launch's binary: its constexprs and warps, the map's dtype (where one is passed) and runtime role
-                key = tuple(sorted(stage.items())) + (launch.num_warps, args[1].dtype, call.map_mode, scatter)
+                key = tuple(sorted(stage.items())) + (launch.num_warps, args[1].dtype, call.map_mode, scatter,
+                                                      args[-1])  # (the last: the one-launch path's layout)
                 if key not in seen:
                     seen.add(key)
                     plan = Plan("plan", plan_kernel, stage, 1, launch.num_warps)
