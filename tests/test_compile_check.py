@@ -191,3 +191,14 @@ def test_float16_logits_take_bfloat16s_plans(rocm):
                       shape_launches(shape, dtype, "cpu", unaligned=unaligned, rocm=rocm)]
                      for dtype in (torch.bfloat16, torch.float16)]
             assert plans[0] == plans[1] and len(plans[0]) >= 3, (model, unaligned)
+
+
+def test_the_ids_dtypes_of_the_plan_launches_are_a_choice():
+    """``--ids-dtypes``: the plan kernel's launches for the ids' dtypes asked for (CI: int32), and a clear error
+    for any other dtype."""
+    jobs = compile_check._jobs(("moonlight",), (torch.bfloat16,), rocm=True, ids_dtypes=(torch.int32,))
+    assert {dtype for _, dtype, layout, _ in jobs if layout == "plan"} == {"ids int32"}
+    both = compile_check._jobs(("moonlight",), (torch.bfloat16,), rocm=True)
+    assert {dtype for _, dtype, layout, _ in both if layout == "plan"} == {"ids int32", "ids int64"}
+    with pytest.raises(ValueError, match="ids_dtypes"):
+        compile_check.run_compile_check(("gfx942",), ("moonlight",), (torch.bfloat16,), ids_dtypes=(torch.int16,))

@@ -390,6 +390,16 @@ def _layouts(ctx, param, value: str) -> tuple[str, ...]:
     return names
 
 
+def _ids_dtypes(ctx, param, value: str) -> tuple:
+    """``int32,int64`` as torch dtypes."""
+    import torch
+
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not names or any(n not in ("int32", "int64") for n in names):
+        raise click.BadParameter(f"{value!r}: expected a comma-separated choice of int32, int64")
+    return tuple(getattr(torch, n) for n in names)
+
+
 def _model_names() -> list[str]:
     from .precompile import MODEL_SHAPES
 
@@ -430,10 +440,12 @@ def warmup(models, dtypes, int64_ids, padded, threads) -> None:
 @click.option("--dtypes", default="bf16,fp16,fp32", show_default=True, callback=_dtypes, help="Logits dtypes.")
 @click.option("--layouts", default="aligned,unaligned", show_default=True, callback=_layouts,
               help="Logits rows on 16-byte boundaries (aligned) or not (unaligned).")
+@click.option("--ids-dtypes", default="int32,int64", show_default=True, callback=_ids_dtypes,
+              help="The ids' dtypes of the dispatch-plan kernel's launches.")
 @click.option("--jobs", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default=True,
               help="Processes compiling at once.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also write the table here.")
-def compile_check(targets, models, dtypes, layouts, jobs, out) -> None:
+def compile_check(targets, models, dtypes, layouts, ids_dtypes, jobs, out) -> None:
     """Compile every plan for NVIDIA or AMD GPUs (no GPU needed); exit 1 on a compile error, or a register spill
     on AMD (NVIDIA spills are listed: compile_check.failures says why they do not fail)."""
     import time
@@ -448,7 +460,7 @@ def compile_check(targets, models, dtypes, layouts, jobs, out) -> None:
     with tqdm(desc="compile", unit="kernel", file=sys.stderr) as bar:
         try:
             rows = run_compile_check(targets, models or DEFAULT_MODELS, dtypes, jobs,
-                                     progress=lambda row: bar.update(), layouts=layouts)
+                                     progress=lambda row: bar.update(), layouts=layouts, ids_dtypes=ids_dtypes)
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--target") from None
     table = tabulate(rows, headers="keys", tablefmt="github")

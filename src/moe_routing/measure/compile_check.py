@@ -104,9 +104,13 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
 LAYOUTS = ("aligned", "unaligned")  # logits rows on 16-byte boundaries (word loads allowed), or not
 
 
-def _jobs(models, dtypes, rocm: bool, plans: bool = True, layouts=LAYOUTS) -> list[tuple[str, str, str, object]]:
+IDS_DTYPES = (torch.int32, torch.int64)
+
+
+def _jobs(models, dtypes, rocm: bool, plans: bool = True, layouts=LAYOUTS,
+          ids_dtypes=IDS_DTYPES) -> list[tuple[str, str, str, object]]:
     """(model, dtype, layout, launch) of every routing launch for the logits ``layouts``, then (``plans``) every
-    plan-kernel launch (dtype: of the ids)."""
+    plan-kernel launch for ids of ``ids_dtypes`` (dtype: of the ids)."""
     from ..kernels.launch import programmatic_plan
 
     jobs = []
@@ -118,7 +122,7 @@ def _jobs(models, dtypes, rocm: bool, plans: bool = True, layouts=LAYOUTS) -> li
                     if not rocm:  # as launched on Hopper: waiting on the previous kernel's grid (PDL)
                         launch = launch._replace(plan=programmatic_plan(launch.plan))
                     jobs.append((model, str(dtype).removeprefix("torch."), layout, launch))
-        for ids_dtype in (torch.int32, torch.int64) if plans else ():
+        for ids_dtype in ids_dtypes if plans else ():
             for launch in plan_kernel_launches(shape.experts, shape.topk, ids_dtype, rocm):
                 jobs.append((model, f"ids {str(ids_dtype).removeprefix('torch.')}", "plan", launch))
     return jobs
@@ -144,14 +148,17 @@ def _compile_one(target: str, index: int) -> dict:
 
 def run_compile_check(targets=AMD_TARGETS, models=DEFAULT_MODELS, dtypes=DEFAULT_DTYPES, jobs: int = 2,
                       progress: Callable[[dict], None] | None = None, plans: bool = True,
-                      layouts=LAYOUTS) -> list[dict]:
+                      layouts=LAYOUTS, ids_dtypes=IDS_DTYPES) -> list[dict]:
     """Compile every plan for every target (all NVIDIA or all AMD); one row per (target, model, dtype, layout, plan)
     with ``ok`` "yes", "SPILLS" or "ERROR" and the registers read. Each distinct kernel (the same binary Triton would
     build: its cache key for the target) is compiled once, in ``jobs`` processes, and read into every row that
-    launches it. ``plans``: the dispatch-plan kernel's launches too; ``layouts``: the logits layouts (``LAYOUTS``)."""
+    launches it. ``plans``: the dispatch-plan kernel's launches too, for ids of ``ids_dtypes``; ``layouts``: the
+    logits layouts (``LAYOUTS``)."""
     from ..kernels import INTERPRETED, _bitonic
     from ..kernels.targets import TARGETS, cache_key
 
+    if not ids_dtypes or any(dtype not in IDS_DTYPES for dtype in ids_dtypes):
+        raise ValueError(f"ids_dtypes: expected a choice of int32, int64, got {list(ids_dtypes)}")
     known = NVIDIA_TARGETS + AMD_TARGETS
     unknown = [t for t in targets if t not in known]
     if unknown:
@@ -172,7 +179,7 @@ def run_compile_check(targets=AMD_TARGETS, models=DEFAULT_MODELS, dtypes=DEFAULT
     elif not _bitonic.PTX_SIGMOID:
         raise RuntimeError("compile-check for NVIDIA targets needs the PTX math: run it where torch is not a ROCm "
                            "build, in a process that has not compiled for AMD")
-    work = _jobs(models, dtypes, rocm, plans, layouts)
+    work = _jobs(models, dtypes, rocm, plans, layouts, ids_dtypes)
     kernels: dict[tuple, list[tuple[str, int]]] = {}  # distinct kernel -> the (target, job) rows it serves
     for target in targets:
         for index, (*_, launch) in enumerate(work):
