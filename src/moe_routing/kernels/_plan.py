@@ -201,7 +201,7 @@ def _place_own_bin(ids_ptr, map_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr
     bins = _slot_bins(ids_ptr, map_ptr, lanes, num_slots, num_experts, map_mode, DROPPED)
     counts = tl.histogram(bins, BINS, mask=inside & (bins < BINS))
     # each bin's entries: its count block-padded (the grouped layout launches with a block size of 1: the count)
-    sizes = tl.where(bins_range < num_experts, (counts + block_size - 1) // block_size * block_size, 0)
+    sizes = _bin_sizes(counts, bins_range, num_experts, block_size, 0)
     # this bin's start (the sizes of the bins before it: for the dropped slots, of every bin), its count and the
     # plan's total, in one reduction
     start, count, total = tl.reduce((tl.where(bins_range < own_bin, sizes, 0),
