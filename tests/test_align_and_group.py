@@ -442,3 +442,54 @@ def test_route_plan_with_an_expert_parallel_map(placement, block_size, ignore):
         used = int(plan.num_tokens_post_padded) // block_size
         local = set(plan.expert_ids[:used].tolist())
         assert local <= (set(range(16)) if ignore else set(range(16)) | {-1}), local
+
+
+def test_the_direct_path_keys_what_triton_specialises_on():
+    """The direct path's key tells apart what selects another binary beyond the call: the ids' and the map's dtypes,
+    each pointer's 16-byte alignment; a buffer length past int32 takes Triton's own binder (no key)."""
+    from moe_routing.kernels.plan_launch import _direct_key, plan_arguments
+
+    def key_of(ids, expert_map=None, offset=0):
+        call = check_plan_call(ids, 64, 16, expert_map, ignore_invalid_experts=expert_map is not None)
+        room = torch.empty(call.capacity + offset, dtype=torch.int32)
+        out = (room[offset:], torch.empty(call.blocks, dtype=torch.int32), torch.empty(1, dtype=torch.int32))
+        args, _ = plan_arguments(call, ids, expert_map, *out, None, None, None, plan_launch(call))
+        return _direct_key(call, 0, args), args
+
+    ids = torch.zeros(5, 3, dtype=torch.int32)
+    base, args = key_of(ids)
+    assert base == key_of(ids.clone())[0]
+    assert key_of(ids.long())[0] != base
+    assert key_of(ids, torch.arange(64, dtype=torch.int64))[0] != key_of(ids, torch.arange(64, dtype=torch.int32))[0]
+    unaligned = key_of(ids, offset=1)[0]
+    # sorted_token_ids is the fourth pointer, and stands in for those the call does not use (the map, the workspace,
+    # the scatter index, the grouped buffers); the ids, expert_ids and num_tokens_post_padded stay aligned
+    assert unaligned[:-1] == base[:-1] and base[-1] == 0
+    assert unaligned[-1] == sum(1 << bit for bit in (1, 2, 3, 6, 7, 8))
+    wide = args[:13] + (2**31,) + args[14:]
+    assert _direct_key(check_plan_call(ids, 64, 16), 0, wide) is None
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the direct path launches on a GPU")
+def test_the_direct_path_gives_the_binders_plans():
+    """A key's second call takes the direct path (the C launchers of the first call's binaries) and writes the same
+    plan as the reference, for both launch paths, int64 ids and map, unaligned buffers and the scatter index."""
+    from moe_routing.kernels import plan_launch as plans
+
+    plans.forget_plan_launchers()
+    expert_map = maps(256)["round robin"].long()
+    for tokens, dtype, offset in ((3, torch.int32, 0), (37, torch.int64, 1), (700, torch.int32, 3)):
+        ids = torch.randint(-1, 256, (tokens, 8), dtype=dtype, device=DEVICE)
+        for emap, ignore in ((None, False), (expert_map, True), (expert_map, False)):
+            call = check_plan_call(ids, 256, 16, emap, ignore_invalid_experts=ignore)
+            scatter = emap is None or ignore
+            expected = reference.align(ids, 16, 256, emap, False, ignore, return_scatter_idx=scatter)
+            for attempt in range(3):
+                room = torch.full((call.capacity + offset,), POISON, dtype=torch.int32, device=DEVICE)
+                out = (room[offset:],) + poisoned(call, scatter)[1:]
+                moe_routing.align(ids, 16, 256, emap, False, ignore, return_scatter_idx=scatter, out=out)
+                assert all(torch.equal(a, b) for a, b in zip(out, expected)), (tokens, dtype, ignore, attempt)
+            permutation, offsets = moe_routing.group(ids, 256, expert_map=emap)
+            grouped = reference.group(ids, 256, expert_map=emap)
+            assert torch.equal(permutation, grouped[0]) and torch.equal(offsets, grouped[1])
+    assert plans._direct and all(direct is not None for direct in plans._direct.values())

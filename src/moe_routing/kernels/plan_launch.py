@@ -3,6 +3,10 @@
 round trip either way. A one-launch program loads the smallest slot class holding the plan, on warps by that class
 and its histogram (``slot_warps``).
 
+In eager mode the host time of a plan is paid on every layer of every token: after a call's first launch on a GPU,
+later calls of the same key launch the compiled binaries through their C launchers directly (``_DirectPlan``), as
+route() does (kernels/launch.py), skipping the rule and Triton's per-call binder.
+
 Beyond one launch, two costs pull the chunk apart: each placing program sorts its chunk (a sort's time grows with its
 keys), and each sums the histograms of every chunk before its own (programs x bins entries). ``chunk_slots`` takes
 the smallest class in ``CHUNK_CLASSES`` whose programs sum no more than ``TABLE_ENTRIES`` histogram entries, and
@@ -18,7 +22,7 @@ import triton
 
 from ..plan_call import MAP_BINS, PlanCall
 from ._plan import BLOCKS, COUNT, GROUPED, PER_BIN, PLACE_CHUNK, plan_kernel
-from .launch import programmatic_launch_ok
+from .launch import _current_device, _direct_launch_supported, _hooks_installed, _raw_stream, programmatic_launch_ok
 
 ONE_LAUNCH_SLOTS = 4096  # plans of up to this many slots (T * K) take one launch, every program loading them all
 WIDE_ONE_LAUNCH_SLOTS = 2048  # the same for histograms of WIDE_BINS bins or more (385-512 experts: Kimi-K2's 384)
@@ -113,16 +117,88 @@ def counting(constexprs: dict) -> dict:
 
 def launch_plan(call: PlanCall, ids: torch.Tensor, expert_map: torch.Tensor | None, sorted_ids=None, expert_ids=None,
                 post_padded=None, scatter=None, permutation=None, offsets=None, launch: PlanLaunch | None = None) -> None:
-    """Build the plan of ``ids`` (contiguous [T, K]) into the given buffers (those of its layout)."""
-    if launch is None:
-        launch = plan_launch(call, ids.is_cuda and programmatic_launch_ok(ids.get_device()))
-    args, constexprs = plan_arguments(call, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter,
-                                      permutation, offsets, launch)
+    """Build the plan of ``ids`` (contiguous [T, K]) into the given buffers (those of its layout). ``launch`` forces
+    the launches (tests); without it a GPU call whose key launched before takes the direct path."""
+    key = None
+    if launch is None and ids.is_cuda:
+        index = ids.get_device()
+        launch = _launches.get((call, index))
+        if launch is None:
+            launch = _remember(_launches, (call, index), plan_launch(call, programmatic_launch_ok(index)))
+        args, constexprs = plan_arguments(call, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter,
+                                          permutation, offsets, launch)
+        key = _direct_key(call, index, args)
+        direct = _direct.get(key)
+        if direct is not None and index == _current_device() and not _hooks_installed():
+            stream = _raw_stream(index)
+            for run, function, cooperative, pdl, metadata, constants in direct.kernels:
+                run(launch.programs, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None,
+                    *args, *constants)
+            return
+    else:
+        if launch is None:
+            launch = plan_launch(call)
+        args, constexprs = plan_arguments(call, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter,
+                                          permutation, offsets, launch)
     options = dict(num_warps=launch.num_warps, launch_pdl=True) if constexprs["GRID_WAIT"] else dict(
         num_warps=launch.num_warps)
+    compiled = []
     if launch.launches == 2:
-        plan_kernel[(launch.programs,)](*args, **counting(constexprs), **options)
-    plan_kernel[(launch.programs,)](*args, **constexprs, **options)
+        compiled.append(plan_kernel[(launch.programs,)](*args, **counting(constexprs), **options))
+    compiled.append(plan_kernel[(launch.programs,)](*args, **constexprs, **options))
+    if key is not None and key not in _direct:
+        stages = [counting(constexprs)] * (launch.launches == 2) + [constexprs]
+        _remember(_direct, key, _DirectPlan(compiled, stages) if all(map(_direct_launch_supported, compiled)) else None)
+
+
+# The direct path's caches: a plan call's launches by (call, device), and its binaries' C launchers by the key below.
+# Each is cleared when it reaches CACHE_ENTRIES (a key per token count: an engine's eager batch sizes).
+CACHE_ENTRIES = 4096
+_launches: dict[tuple, PlanLaunch] = {}
+_direct: dict[tuple, "_DirectPlan | None"] = {}
+_INT32_LIMIT = 2**31  # Triton types an int argument i32 below it, i64 from it (a different binary)
+
+
+class _DirectPlan:
+    """A plan key's compiled launches (the counting one first where there are two), each as its C launcher and what
+    it is called with besides the arguments: Triton's launch without its per-call binder."""
+
+    __slots__ = ("kernels",)
+
+    def __init__(self, compiled: list, stages: list[dict]):
+        self.kernels = tuple(
+            (kernel.run.launch, kernel.function, kernel.run.launch_cooperative_grid, kernel.run.launch_pdl,
+             kernel.packed_metadata, _constants(kernel, constexprs)) for kernel, constexprs in zip(compiled, stages))
+
+
+def _constants(kernel, constexprs: dict) -> tuple:
+    """The constexprs' values in the kernel's parameter order, as the C launcher takes them after the arguments."""
+    return tuple(constexprs[name] for name, kind in kernel.src.signature.items() if kind == "constexpr")
+
+
+def _direct_key(call: PlanCall, index: int, args: tuple) -> tuple | None:
+    """What Triton's binder keys a plan launch on beyond its constexprs (which the call and device fix): each
+    pointer's dtype (the ids' and the map's can differ) and 16-byte alignment, and the width of the buffer lengths
+    (the other int arguments follow from the call). None where a length needs 64 bits (Triton's own path then)."""
+    if args[13] >= _INT32_LIMIT:
+        return None
+    unaligned = 0
+    for bit, tensor in enumerate(args[:9]):
+        unaligned |= (tensor.data_ptr() & 15 != 0) << bit
+    return call, index, args[0].dtype, args[1].dtype, unaligned
+
+
+def _remember(cache: dict, key, value):
+    if len(cache) >= CACHE_ENTRIES:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def forget_plan_launchers() -> None:
+    """Drop the direct path's caches (tests; the next call of each key goes through Triton's binder)."""
+    _launches.clear()
+    _direct.clear()
 
 
 def plan_arguments(call: PlanCall, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter, permutation,
