@@ -358,3 +358,40 @@ def test_forget_launchers_clears_both_caches(host):
     before = host.launches()
     op.route(logits, 4)  # through Triton again, which registers it anew
     assert host.launches() == before and host.size() > 0
+
+
+def test_concurrent_loads_build_once(monkeypatch):
+    """Concurrent warmups each start a build thread: one builds, the others wait and get the same module."""
+    import threading
+    import time
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    builds = []
+
+    class Built:
+        route = None
+
+        def open_driver(self):
+            return True
+
+        def configure(self, *args):
+            pass
+
+    def build(**kwargs):
+        builds.append(kwargs["name"])
+        time.sleep(0.2)  # a build takes seconds: the other threads arrive meanwhile
+        return Built()
+
+    monkeypatch.setattr(cpp_extension, "load", build)
+    monkeypatch.setattr(host_launch, "_module", None)
+    monkeypatch.setattr(host_launch, "_load_failed", False)
+    monkeypatch.setattr(host_launch, "_listeners", [])
+    loaded = []
+    threads = [threading.Thread(target=lambda: loaded.append(host_launch.load())) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert builds == ["moe_routing_host_launch"]
+    assert len(loaded) == 4 and all(module is loaded[0] for module in loaded) and isinstance(loaded[0], Built)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 import warnings
 from pathlib import Path
 
@@ -40,6 +41,7 @@ PARAMS = {
 
 _module = None
 _load_failed = False
+_load_lock = threading.Lock()
 _listeners = []  # called with the extension's ``route`` once it is loaded (op.use_host_route)
 
 
@@ -61,7 +63,15 @@ def enabled_by_environment() -> bool:
 
 def load(require_driver: bool = True):
     """The extension module, built on first use; None where it cannot be built or, with
-    ``require_driver``, where libcuda cannot be opened (a warning says why, once)."""
+    ``require_driver``, where libcuda cannot be opened (a warning says why, once). Thread-safe: concurrent
+    warmups each start a build thread, and one builds while the others wait for it."""
+    if _module is not None or _load_failed:
+        return _module
+    with _load_lock:
+        return _load(require_driver)
+
+
+def _load(require_driver: bool):
     global _module, _load_failed
     if _module is not None or _load_failed:
         return _module
