@@ -164,11 +164,11 @@ def align_request(ids=None, block_size=16, experts=64, expert_map="none", scatte
     ("AITER mask map", dict(expert_map="with mask"), "expert_map not an int32/int64 [E] tensor on the ids' device"),
     ("scatter, relabel", dict(expert_map="int32", scatter_relabel=True),
      "scatter index with a relabelling map (vLLM refuses it)"),
-    ("256 slots", dict(ids=torch.zeros(32, 8, dtype=torch.int32)), SUBSTITUTED),
-    ("257 slots", dict(ids=torch.zeros(257, 1, dtype=torch.int32)),
-     "257 to 65535 slots (not measured faster than vLLM's op there)"),
+    ("512 slots", dict(ids=torch.zeros(64, 8, dtype=torch.int32)), SUBSTITUTED),
+    ("513 slots", dict(ids=torch.zeros(513, 1, dtype=torch.int32)),
+     "513 to 65535 slots (not measured faster than vLLM's op there)"),
     ("65535 slots", dict(ids=torch.zeros(13107, 5, dtype=torch.int32)),
-     "257 to 65535 slots (not measured faster than vLLM's op there)"),
+     "513 to 65535 slots (not measured faster than vLLM's op there)"),
     ("65536 slots", dict(ids=torch.zeros(8192, 8, dtype=torch.int32)), SUBSTITUTED),
 ])
 def test_align_gate_accepts_what_align_serves_exactly(case, kwargs, reason):

@@ -388,7 +388,7 @@ def test_the_fused_moe_modules_call_the_align_wrapper():
 def test_align_site_keeps_vllms_contract(case):
     """In a CUDA-graph step: vLLM's returns (count, order, dtypes, buffer sizes its callers slice), equal to the
     reference, for every option vLLM's callers pass; expert maps as vLLM builds them for EP ranks."""
-    experts, block_size, tokens, topk = 256, 16, 31, 8  # 248 slots: served up to 256 (ALIGN_SERVED_SLOTS)
+    experts, block_size, tokens, topk = 256, 16, 31, 8  # 248 slots: served up to 512 (ALIGN_SERVED_SLOTS)
     kwargs = {}
     ids = routed_ids(tokens, topk, experts)
     if case == "int64 ids":
@@ -440,16 +440,16 @@ def test_align_site_keeps_vllms_op_in_eager_steps_without_a_context_and_for_what
                 module.moe_align_block_size(ids, 16, 64, **kwargs)
             except Exception:  # noqa: BLE001
                 pass
-    with forward_context("FULL"):  # 320 slots: where the plan is not served (not measured faster than vLLM's op)
+    with forward_context("FULL"):  # 640 slots: where the plan is not served (not measured faster than vLLM's op)
         try:
-            module.moe_align_block_size(routed_ids(40, 8, 64), 16, 64)
+            module.moe_align_block_size(routed_ids(80, 8, 64), 16, 64)
         except Exception:  # noqa: BLE001
             pass
     assert dispatch.counters()["moe_align_block_size"] == {
         "eager step (eager path disabled)": 1, "no forward context": 1,
         "scatter index with a relabelling map (vLLM refuses it)": 1,
         "expert_map not an int32/int64 [E] tensor on the ids' device": 1,
-        "257 to 65535 slots (not measured faster than vLLM's op there)": 1}
+        "513 to 65535 slots (not measured faster than vLLM's op there)": 1}
     dispatch.configure(eager=True)
     with forward_context("NONE"):
         got = module.moe_align_block_size(ids, 16, 64)

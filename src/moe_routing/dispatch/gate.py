@@ -43,11 +43,11 @@ import torch
 from ..call import BIAS_DTYPES, IDS_DTYPES, LOGIT_DTYPES, MAX_EXPERTS, MAX_GROUPS, MAX_TOPK, SCORING_FUNCS
 
 SUBSTITUTED = "substituted"
-# The align site is served up to ALIGN_SERVED_SLOTS slots (T * K), the dispatch-plan kernel's first slot class, and
-# from ALIGN_SERVED_FROM_SLOTS: where it measured faster than vLLM's moe_align_block_size on every shape timed
-# (benchmarks/RESULTS.md, "The routing stage": up to 32 tokens of top-8, and at 8192 and 65536 tokens). Between them
-# it measured slower on some shapes (256 experts or more from 64 tokens of top-8 to 1024), so vLLM's op keeps them.
-ALIGN_SERVED_SLOTS = 256
+# The align site is served up to ALIGN_SERVED_SLOTS slots (T * K) and from ALIGN_SERVED_FROM_SLOTS: where it measured
+# faster than vLLM's moe_align_block_size on every shape timed (benchmarks/RESULTS.md, "The routing stage": up to 64
+# tokens of top-8, and at 8192 and 65536 tokens). Between them it measured slower on some shapes (384 experts at 256
+# tokens of top-8, 256-384 experts at 1024), so vLLM's op keeps them.
+ALIGN_SERVED_SLOTS = 512
 ALIGN_SERVED_FROM_SLOTS = 65536
 ALIGN_MIDDLE_SLOTS = (f"{ALIGN_SERVED_SLOTS + 1} to {ALIGN_SERVED_FROM_SLOTS - 1} slots (not measured faster than "
                       "vLLM's op there)")
