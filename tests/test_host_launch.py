@@ -361,7 +361,8 @@ def test_forget_launchers_clears_both_caches(host):
 
 
 def test_concurrent_loads_build_once(monkeypatch):
-    """Concurrent warmups each start a build thread: one builds, the others wait and get the same module."""
+    """A warmup's build thread and the first launches may load at once: one builds, the others wait and get the
+    same module."""
     import threading
     import time
 

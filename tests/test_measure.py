@@ -222,30 +222,3 @@ def test_plan_kernels_compiled_ahead_are_each_distinct_launch_once(monkeypatch):
     from moe_routing.kernels.plan_launch import chunk_warps
     assert all(k["num_warps"] == (1 if k["STAGE"] == _plan.PER_BIN else chunk_warps(k["BINS"], k["SLOTS"]))
                for k in seen)
-
-
-def test_compile_ahead_warms_each_dtype_set_once_beside_the_plans(monkeypatch):
-    """The bench's compile-ahead: one warmup a set of logits dtypes, holding every routing shape that uses exactly
-    that set, and the plan kernels' compile, all started together and told the device."""
-    from moe_routing import precompile
-    from moe_routing.measure import suite
-
-    warmed, planned = [], []
-    monkeypatch.setattr(precompile, "warmup", lambda shapes, dtypes, device: warmed.append((shapes, dtypes, device)))
-    monkeypatch.setattr(suite, "compile_plan_kernels_ahead", lambda plans, device: planned.append((plans, device)))
-    shapes = suite.PRESETS["plan"] + suite.PRESETS["moe-layer"]
-    suite.compile_ahead(shapes)
-    used = {}  # (experts, topk, scoring, groups, bias) -> the logits dtypes its shapes use
-    for shape in shapes:
-        shape = getattr(shape, "routing", shape)
-        key = (shape.experts, shape.topk, shape.scoring, shape.groups, shape.bias)
-        used.setdefault(key, set()).add(shape.dtype)
-    assert len(warmed) == len({frozenset(dtypes) for dtypes in used.values()}) == 2  # bfloat16; float32
-    for routings, dtypes, device in warmed:
-        assert device.type == DEVICE
-        for routing in routings:
-            key = (routing.experts, routing.topk, routing.scoring_func, routing.num_expert_group,
-                   routing.bias_dtype is not None)
-            assert set(dtypes) == used.pop(key)
-    assert not used  # every routing shape warmed, once
-    assert len(planned) == 1 and len(planned[0][0]) == len(shapes)

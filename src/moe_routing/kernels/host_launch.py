@@ -63,8 +63,9 @@ def enabled_by_environment() -> bool:
 
 def load(require_driver: bool = True):
     """The extension module, built on first use; None where it cannot be built or, with
-    ``require_driver``, where libcuda cannot be opened (a warning says why, once). Thread-safe: concurrent
-    warmups each start a build thread, and one builds while the others wait for it."""
+    ``require_driver``, where libcuda cannot be opened (a warning says why, once). Thread-safe: a warmup's
+    build thread (the vLLM plugin starts one at model load) and the first launches may ask at once; one builds
+    while the others wait for it."""
     if _module is not None or _load_failed:
         return _module
     with _load_lock:

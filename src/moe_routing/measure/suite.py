@@ -92,11 +92,8 @@ def _shape_fields(shape: Shape) -> dict:
 
 def compile_ahead(shapes: list[Shape]) -> None:
     """Compile every kernel route() can launch for the shapes' routing (every token class, each logits dtype the
-    shapes use; ``precompile.warmup``) and every plan kernel the stage and layer shapes launch, before anything is
-    timed, so that no shape waits for compiles one at a time: one warmup a set of logits dtypes (the routing shapes
-    that use it together) and the plans' compiles, all at once, each a pool of threads."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    shapes use) in parallel before anything is timed (``precompile.warmup``), so that no shape waits for compiles
+    one at a time."""
     from ..precompile import RoutingShape, warmup
 
     dtypes: dict[RoutingShape, set] = {}
@@ -105,18 +102,11 @@ def compile_ahead(shapes: list[Shape]) -> None:
         routing = RoutingShape(shape.experts, shape.topk, shape.scoring, torch.float32 if shape.bias else None,
                                shape.groups, shape.topk_group)
         dtypes.setdefault(routing, set()).add(shape.dtype)
-    by_dtypes: dict[tuple, list[RoutingShape]] = {}
     for routing, used in dtypes.items():
-        by_dtypes.setdefault(tuple(sorted(used, key=str)), []).append(routing)
-    plans = [(shape.tokens, shape.topk, shape.experts, shape.local_experts, (16,)) for shape in shapes
-             if getattr(shape, "stage", False) or isinstance(shape, moe_layer.LayerShape)]
-    # (a thread's own current device is the first: the pool is told this one)
-    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-    with ThreadPoolExecutor(len(by_dtypes) + 1) as pool:
-        jobs = [pool.submit(warmup, routings, dtypes=used, device=device) for used, routings in by_dtypes.items()]
-        jobs.append(pool.submit(compile_plan_kernels_ahead, plans, device=device))
-        for job in jobs:
-            job.result()
+        warmup(routing, dtypes=sorted(used, key=str))
+    compile_plan_kernels_ahead([(shape.tokens, shape.topk, shape.experts, shape.local_experts, (16,))
+                                for shape in shapes
+                                if getattr(shape, "stage", False) or isinstance(shape, moe_layer.LayerShape)])
 
 
 def compile_plan_kernels_ahead(plans: list[tuple[int, int, int, int, tuple]], threads: int = 16,
