@@ -222,3 +222,29 @@ def test_plan_kernels_compiled_ahead_are_each_distinct_launch_once(monkeypatch):
     from moe_routing.kernels.plan_launch import chunk_warps
     assert all(k["num_warps"] == (1 if k["STAGE"] == _plan.PER_BIN else chunk_warps(k["BINS"], k["SLOTS"]))
                for k in seen)
+
+
+def test_compile_ahead_warms_the_token_counts_the_shapes_time(monkeypatch):
+    """The bench's compile-ahead warms each routing shape at the token counts its shapes (stage and layer shapes
+    included) time, in the logits dtypes they use: not every token class."""
+    from moe_routing import precompile
+    from moe_routing.measure import suite
+
+    warmed = {}
+    monkeypatch.setattr(precompile, "warmup", lambda routing, dtypes, token_counts: warmed.setdefault(
+        (routing.experts, routing.topk, routing.scoring_func, routing.num_expert_group), []).append(
+            (tuple(dtypes), tuple(token_counts))))
+    monkeypatch.setattr(suite, "compile_plan_kernels_ahead", lambda plans: None)
+    shapes = suite.PRESETS["plan"] + suite.PRESETS["moe-layer"]
+    suite.compile_ahead(shapes)
+    expected = {}
+    for shape in shapes:
+        routing = getattr(shape, "routing", shape)
+        dtypes, tokens = expected.setdefault((routing.experts, routing.topk, routing.scoring, routing.groups),
+                                             (set(), set()))
+        dtypes.add(routing.dtype)
+        tokens.add(shape.tokens)
+    assert {key: calls[0][1] for key, calls in warmed.items()} == {
+        key: tuple(sorted(tokens)) for key, (_, tokens) in expected.items()}
+    assert all(len(calls) == 1 and set(calls[0][0]) == expected[key][0] for key, calls in warmed.items())
+    assert (256, 8, "sigmoid", 8) in warmed and 65536 in warmed[(256, 8, "sigmoid", 8)][0][1]

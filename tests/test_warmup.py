@@ -29,12 +29,13 @@ def sweep_token_counts() -> list[int]:
     return sorted(counts)
 
 
-def sweep(shapes, dtype, ids_dtype=torch.int32, padded=False, unaligned=False):
-    """route() once for every token count of the sweep, every shape (outputs never read)."""
+def sweep(shapes, dtype, ids_dtype=torch.int32, padded=False, unaligned=False, token_counts=None):
+    """route() once for every token count of the sweep (or of ``token_counts``), every shape (outputs never
+    read)."""
     for name in shapes:
         shape = moe_routing.MODEL_SHAPES[name]
         bias = None if shape.bias_dtype is None else torch.zeros(shape.experts, dtype=shape.bias_dtype, device=DEVICE)
-        for tokens in sweep_token_counts():
+        for tokens in sweep_token_counts() if token_counts is None else token_counts:
             storage = torch.zeros(tokens * shape.experts + 1, dtype=dtype, device=DEVICE)
             logits = (storage[1:] if unaligned else storage[:-1]).view(tokens, shape.experts)
             padding = torch.zeros(tokens, dtype=torch.bool, device=DEVICE) if padded else None
@@ -78,6 +79,22 @@ def test_warmup_with_int64_ids_padding_and_unaligned_logits(launch_keys):
     sweep(["deepseek-v3", "deepseek-v4"], torch.bfloat16, torch.int64, padded=True)
     sweep(["deepseek-v3", "deepseek-v4"], torch.bfloat16, unaligned=True)
     assert launch_keys["calls"] <= launch_keys["warmup"]
+
+
+@needs_cpu
+def test_warmup_of_token_counts_holds_their_kernels_only(launch_keys):
+    """``token_counts``: the plans those counts take, every one of them, and fewer than every class's; a count
+    of another class asks for a new kernel."""
+    counts = (1, 64, 8192)
+    moe_routing.warmup(["deepseek-v3"], token_counts=counts)
+    warmed = set(launch_keys["warmup"])
+    sweep(["deepseek-v3"], torch.bfloat16, token_counts=counts)
+    assert launch_keys["calls"] and launch_keys["calls"] <= warmed
+    sweep(["deepseek-v3"], torch.bfloat16, token_counts=(65536,))
+    assert launch_keys["calls"] - warmed
+    launch_keys["warmup"].clear()
+    moe_routing.warmup(["deepseek-v3"])
+    assert len(warmed) < len(launch_keys["warmup"])
 
 
 @needs_cpu
@@ -137,6 +154,9 @@ def test_report_says_what_was_made_ready():
     (lambda: moe_routing.warmup("kimi-k2", dtypes=()), ValueError, "dtypes must be"),
     (lambda: moe_routing.warmup("kimi-k2", ids_dtypes=(torch.uint8,)), ValueError, "ids_dtypes must be"),
     (lambda: moe_routing.warmup("kimi-k2", threads=0), ValueError, "threads must be"),
+    (lambda: moe_routing.warmup("kimi-k2", token_counts=()), ValueError, "token_counts must be"),
+    (lambda: moe_routing.warmup("kimi-k2", token_counts=(16, 0)), ValueError, "token_counts must be"),
+    (lambda: moe_routing.warmup("kimi-k2", token_counts=(16.0,)), ValueError, "token_counts must be"),
     (lambda: moe_routing.RoutingShape(64, 6, "tanh"), ValueError, "scoring_func must be"),
     (lambda: moe_routing.RoutingShape(64, 6, bias_dtype="float32"), TypeError, "bias_dtype must be"),
     (lambda: moe_routing.warmup(moe_routing.RoutingShape(64, 70)), ValueError, "topk"),

@@ -111,10 +111,12 @@ def class_token_counts() -> tuple[int, ...]:
 
 
 def shape_launches(shape: RoutingShape, dtype: torch.dtype, device, *, ids_dtype: torch.dtype = torch.int32,
-                   padded: bool = False, unaligned: bool = False, rocm: bool | None = None) -> list[Launch]:
-    """Every launch ``route()`` makes for ``shape`` with ``dtype`` logits, one per token class, distinct plans only:
-    contiguous logits (16-byte aligned, or with ``unaligned`` one element off), dense outputs of ``ids_dtype``, a
-    padding mask with ``padded``; ``rocm``: the plans for an AMD GPU (default: this torch's build)."""
+                   padded: bool = False, unaligned: bool = False, rocm: bool | None = None,
+                   token_counts: Iterable[int] | None = None) -> list[Launch]:
+    """Every launch ``route()`` makes for ``shape`` with ``dtype`` logits, one per token class (or per count of
+    ``token_counts``), distinct plans only: contiguous logits (16-byte aligned, or with ``unaligned`` one element
+    off), dense outputs of ``ids_dtype``, a padding mask with ``padded``; ``rocm``: the plans for an AMD GPU
+    (default: this torch's build)."""
     from .kernels.launch import dense_outputs, rule_plan
     from .kernels.rules import ON_ROCM
 
@@ -130,7 +132,7 @@ def shape_launches(shape: RoutingShape, dtype: torch.dtype, device, *, ids_dtype
     dense = dense_outputs(weights, ids, topk)
     rocm = ON_ROCM if rocm is None else rocm
     launches, seen = [], set()
-    for tokens in class_token_counts():
+    for tokens in class_token_counts() if token_counts is None else token_counts:
         at = call._replace(tokens=tokens)
         plan = rule_plan(at, logits, bias, dense, rocm)
         if repr(plan) not in seen:
@@ -183,9 +185,10 @@ def compile_launches(launches: list[Launch], threads: int = 16, progress: Callab
 def warmup(shapes: Iterable[RoutingShape | str] | RoutingShape | str, *,
            dtypes: Iterable[torch.dtype] = (torch.bfloat16,), ids_dtypes: Iterable[torch.dtype] = (torch.int32,),
            padded: bool = False, unaligned: bool = False, device=None, threads: int = 16,
-           progress: Callable[[], None] | None = None) -> WarmupReport:
+           progress: Callable[[], None] | None = None, token_counts: Iterable[int] | None = None) -> WarmupReport:
     """Compile every kernel ``route()`` can launch for ``shapes`` (``RoutingShape``s or ``MODEL_SHAPES`` names),
-    over every token class, for each logits dtype in ``dtypes`` and ids dtype in ``ids_dtypes``; with ``padded``
+    over every token class (or only the plans of the ``token_counts`` given: an engine's CUDA-graph batch sizes, a
+    benchmark's token counts), for each logits dtype in ``dtypes`` and ids dtype in ``ids_dtypes``; with ``padded``
     also the launches with a padding mask (vLLM's ``VLLM_MOE_SKIP_PADDING``), with ``unaligned`` also those for
     logits not 16-byte aligned. ``device``: the CUDA device (default: the current one). Builds the C++ host path
     too. Returns what was made ready and the wall time; safe to call again (what is compiled is found in
@@ -200,6 +203,10 @@ def warmup(shapes: Iterable[RoutingShape | str] | RoutingShape | str, *,
             raise ValueError(f"{name} must be a non-empty choice of {allowed}, got {values}")
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"threads must be a positive int, got {threads!r}")
+    if token_counts is not None:
+        token_counts = tuple(token_counts)
+        if not token_counts or any(type(count) is not int or count < 1 for count in token_counts):
+            raise ValueError(f"token_counts must be a non-empty collection of ints >= 1, got {token_counts}")
     if device is None:
         device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
@@ -215,7 +222,7 @@ def warmup(shapes: Iterable[RoutingShape | str] | RoutingShape | str, *,
                 for pad in (False, True) if padded else (False,):
                     for misaligned in (False, True) if unaligned else (False,):
                         for launch in shape_launches(shape, dtype, device, ids_dtype=ids_dtype, padded=pad,
-                                                     unaligned=misaligned):
+                                                     unaligned=misaligned, token_counts=token_counts):
                             key = (repr(launch.plan), dtype, shape.bias_dtype, ids_dtype, pad, misaligned)
                             if key not in seen:
                                 seen.add(key)

@@ -91,19 +91,21 @@ def _shape_fields(shape: Shape) -> dict:
 
 
 def compile_ahead(shapes: list[Shape]) -> None:
-    """Compile every kernel route() can launch for the shapes' routing (every token class, each logits dtype the
-    shapes use) in parallel before anything is timed (``precompile.warmup``), so that no shape waits for compiles
-    one at a time."""
+    """Compile every kernel route() launches for the shapes' routing (the plans of the token counts the shapes time,
+    each logits dtype they use) in parallel before anything is timed (``precompile.warmup``), so that no shape waits
+    for compiles one at a time; not the plans of token classes no shape times (the slowest to compile)."""
     from ..precompile import RoutingShape, warmup
 
     dtypes: dict[RoutingShape, set] = {}
+    tokens: dict[RoutingShape, set] = {}
     for shape in shapes:
-        shape = getattr(shape, "routing", shape)  # a layer shape's routing stage
-        routing = RoutingShape(shape.experts, shape.topk, shape.scoring, torch.float32 if shape.bias else None,
-                               shape.groups, shape.topk_group)
-        dtypes.setdefault(routing, set()).add(shape.dtype)
+        routing_of = getattr(shape, "routing", shape)  # a layer shape's routing stage
+        routing = RoutingShape(routing_of.experts, routing_of.topk, routing_of.scoring,
+                               torch.float32 if routing_of.bias else None, routing_of.groups, routing_of.topk_group)
+        dtypes.setdefault(routing, set()).add(routing_of.dtype)
+        tokens.setdefault(routing, set()).add(shape.tokens)
     for routing, used in dtypes.items():
-        warmup(routing, dtypes=sorted(used, key=str))
+        warmup(routing, dtypes=sorted(used, key=str), token_counts=sorted(tokens[routing]))
     compile_plan_kernels_ahead([(shape.tokens, shape.topk, shape.experts, shape.local_experts, (16,))
                                 for shape in shapes
                                 if getattr(shape, "stage", False) or isinstance(shape, moe_layer.LayerShape)])
