@@ -166,3 +166,27 @@ def test_report_says_what_was_made_ready():
 def test_warmup_errors_name_the_argument(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize("value", ["0", "1,x", "", "-4"])
+def test_warmup_cli_refuses_bad_token_counts(value):
+    from click.testing import CliRunner
+
+    from moe_routing.cli import main
+
+    result = CliRunner().invoke(main, ["warmup", "--tokens", value])
+    assert result.exit_code == 2 and "--tokens" in result.output and "token counts >= 1" in result.output
+
+
+@needs_cpu
+def test_warmup_cli_passes_its_token_counts(monkeypatch):
+    from click.testing import CliRunner
+
+    from moe_routing.cli import main
+
+    told = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(precompile, "warmup", lambda *args, **kwargs: told.append(kwargs) or "warmed")
+    result = CliRunner().invoke(main, ["warmup", "--model", "moonlight", "--tokens", "1,16,64"])
+    assert result.exit_code == 0, result.output
+    assert told[0]["token_counts"] == (1, 16, 64)

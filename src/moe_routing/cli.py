@@ -400,6 +400,19 @@ def _ids_dtypes(ctx, param, value: str) -> tuple:
     return tuple(getattr(torch, n) for n in names)
 
 
+def _token_counts(ctx, param, value):
+    """``--tokens``: comma-separated ints >= 1, or None."""
+    if value is None:
+        return None
+    try:
+        counts = tuple(int(v) for v in value.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise click.BadParameter(f"{value!r}: comma-separated token counts >= 1, e.g. 1,16,64")
+    return counts
+
+
 def _model_names() -> list[str]:
     from .precompile import MODEL_SHAPES
 
@@ -413,7 +426,10 @@ def _model_names() -> list[str]:
 @click.option("--int64-ids", is_flag=True, help="Also the launches with int64 ids.")
 @click.option("--padded", is_flag=True, help="Also the launches with a padding mask.")
 @click.option("--threads", type=click.IntRange(min=1), default=16, show_default=True)
-def warmup(models, dtypes, int64_ids, padded, threads) -> None:
+@click.option("--tokens", "token_counts", default=None, callback=_token_counts,
+              help="Only the plans of these token counts, comma-separated (an engine's CUDA-graph batch sizes) "
+                   "[default: every token class].")
+def warmup(models, dtypes, int64_ids, padded, threads, token_counts) -> None:
     """Compile every kernel route() can launch for models' routing shapes (every token class) and time it."""
     import torch
 
@@ -428,7 +444,7 @@ def warmup(models, dtypes, int64_ids, padded, threads) -> None:
     ids_dtypes = (torch.int32, torch.int64) if int64_ids else (torch.int32,)
     with tqdm(desc="warmup", unit="kernel", file=sys.stderr) as bar:
         report = precompile.warmup(models, dtypes=dtypes, ids_dtypes=ids_dtypes, padded=padded, threads=threads,
-                                progress=bar.update)
+                                progress=bar.update, token_counts=token_counts)
     click.echo(f"{report} ({', '.join(models)}; `moe-routing {' '.join(sys.argv[1:])}`)")
 
 
