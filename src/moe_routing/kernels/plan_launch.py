@@ -122,6 +122,10 @@ def launch_plan(call: PlanCall, ids: torch.Tensor, expert_map: torch.Tensor | No
     key = None
     if launch is None and ids.is_cuda:
         index = ids.get_device()
+        if index != _current_device():  # Triton launches on the current device, as the direct path does
+            with torch.cuda.device(index):
+                return launch_plan(call, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter, permutation,
+                                   offsets)
         launch = _launches.get((call, index))
         if launch is None:
             launch = _remember(_launches, (call, index), plan_launch(call, programmatic_launch_ok(index)))
@@ -129,7 +133,7 @@ def launch_plan(call: PlanCall, ids: torch.Tensor, expert_map: torch.Tensor | No
                                           permutation, offsets, launch)
         key = _direct_key(call, index, args)
         direct = _direct.get(key)
-        if direct is not None and index == _current_device() and not _hooks_installed():
+        if direct is not None and not _hooks_installed():
             stream = _raw_stream(index)
             for run, function, cooperative, pdl, metadata, constants in direct.kernels:
                 run(launch.programs, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None,
