@@ -119,31 +119,27 @@ def launch_plan(call: PlanCall, ids: torch.Tensor, expert_map: torch.Tensor | No
                 post_padded=None, scatter=None, permutation=None, offsets=None, launch: PlanLaunch | None = None) -> None:
     """Build the plan of ``ids`` (contiguous [T, K]) into the given buffers (those of its layout). ``launch`` forces
     the launches (tests); without it a GPU call whose key launched before takes the direct path."""
-    key = None
+    index = None  # the GPU of a call that may take the direct path
     if launch is None and ids.is_cuda:
         index = ids.get_device()
         if index != _current_device():  # Triton launches on the current device, as the direct path does
             with torch.cuda.device(index):
                 return launch_plan(call, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter, permutation,
                                    offsets)
-        launch = _launches.get((call, index))
-        if launch is None:
-            launch = _remember(_launches, (call, index), plan_launch(call, programmatic_launch_ok(index)))
-        args, constexprs = plan_arguments(call, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter,
-                                          permutation, offsets, launch)
-        key = _direct_key(call, index, args)
-        direct = _direct.get(key)
-        if direct is not None and not _hooks_installed():
-            stream = _raw_stream(index)
-            for run, function, cooperative, pdl, metadata, constants in direct.kernels:
-                run(launch.programs, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None,
-                    *args, *constants)
-            return
-    else:
-        if launch is None:
-            launch = plan_launch(call)
-        args, constexprs = plan_arguments(call, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter,
-                                          permutation, offsets, launch)
+        launch = _launches.get((call, index)) or _remember(_launches, (call, index),
+                                                           plan_launch(call, programmatic_launch_ok(index)))
+    elif launch is None:
+        launch = plan_launch(call)
+    args, constexprs = plan_arguments(call, ids, expert_map, sorted_ids, expert_ids, post_padded, scatter,
+                                      permutation, offsets, launch)
+    key = None if index is None else _direct_key(call, index, args)
+    direct = _direct.get(key)
+    if direct is not None and not _hooks_installed():
+        stream = _raw_stream(index)
+        for run, function, cooperative, pdl, metadata, constants in direct.kernels:
+            run(launch.programs, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None,
+                *args, *constants)
+        return
     options = dict(num_warps=launch.num_warps, launch_pdl=True) if constexprs["GRID_WAIT"] else dict(
         num_warps=launch.num_warps)
     compiled = []

@@ -96,16 +96,16 @@ def compile_ahead(shapes: list[Shape]) -> None:
     for compiles one at a time; not the plans of token classes no shape times (the slowest to compile)."""
     from ..precompile import RoutingShape, warmup
 
-    dtypes: dict[RoutingShape, set] = {}
-    tokens: dict[RoutingShape, set] = {}
+    wanted: dict[RoutingShape, tuple[set, set]] = {}  # a routing shape's logits dtypes and token counts
     for shape in shapes:
         routing_of = getattr(shape, "routing", shape)  # a layer shape's routing stage
         routing = RoutingShape(routing_of.experts, routing_of.topk, routing_of.scoring,
                                torch.float32 if routing_of.bias else None, routing_of.groups, routing_of.topk_group)
-        dtypes.setdefault(routing, set()).add(routing_of.dtype)
-        tokens.setdefault(routing, set()).add(shape.tokens)
-    for routing, used in dtypes.items():
-        warmup(routing, dtypes=sorted(used, key=str), token_counts=sorted(tokens[routing]))
+        dtypes, tokens = wanted.setdefault(routing, (set(), set()))
+        dtypes.add(routing_of.dtype)
+        tokens.add(shape.tokens)
+    for routing, (dtypes, tokens) in wanted.items():
+        warmup(routing, dtypes=sorted(dtypes, key=str), token_counts=sorted(tokens))
     compile_plan_kernels_ahead([(shape.tokens, shape.topk, shape.experts, shape.local_experts, (16,))
                                 for shape in shapes
                                 if getattr(shape, "stage", False) or isinstance(shape, moe_layer.LayerShape)])
