@@ -24,6 +24,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
+from ..call import IDS_DTYPES
 from ..precompile import MODEL_SHAPES, resolve_shapes, shape_launches
 
 AMD_TARGETS = ("gfx942", "gfx950")
@@ -102,9 +103,6 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
 
 
 LAYOUTS = ("aligned", "unaligned")  # logits rows on 16-byte boundaries (word loads allowed), or not
-
-
-IDS_DTYPES = (torch.int32, torch.int64)
 
 
 def _jobs(models, dtypes, rocm: bool, plans: bool = True, layouts=LAYOUTS,
