@@ -159,11 +159,34 @@ def test_plan_kernel_launches_cover_every_compile_time_choice():
         assert all(launch.plan.constexprs["GRID_WAIT"] and launch.arguments()[1]["launch_pdl"] for launch in nvidia)
     jobs = compile_check._jobs(("moonlight",), (torch.bfloat16,), rocm=True)
     assert any(layout == "plan" for _, _, layout, _ in jobs)
-    assert {layout for _, _, layout, _ in jobs} == {"aligned", "unaligned", "plan"}
+    assert {layout for _, _, layout, _ in jobs} == {"aligned", "unaligned", "plan", "route plan"}
     aligned = compile_check._jobs(("moonlight",), (torch.bfloat16,), rocm=True, layouts=("aligned",))
-    assert {layout for _, _, layout, _ in aligned} == {"aligned", "plan"}
-    assert not any(layout == "plan" for _, _, layout, _ in compile_check._jobs(("moonlight",), (torch.bfloat16,),
-                                                                                rocm=True, plans=False))
+    assert {layout for _, _, layout, _ in aligned} == {"aligned", "plan", "route plan"}
+    assert not any(layout in ("plan", "route plan") for _, _, layout, _ in compile_check._jobs(
+        ("moonlight",), (torch.bfloat16,), rocm=True, plans=False))
+
+
+@pytest.mark.parametrize("rocm", [True, False])
+def test_route_plan_launches_cover_every_one_program_tile(rocm):
+    """compile-check builds the one-program route_plan kernel once per tile its launches can take (every token count
+    up to ONE_PROGRAM_TOKENS), with the slots those tiles hold, each logits dtype given, programmatic on NVIDIA."""
+    from moe_routing.kernels.route_plan_launch import one_program_tile
+    from moe_routing.plan_call import ONE_PROGRAM_TOKENS
+
+    for model in ("deepseek-v3", "moonlight", "qwen3-moe"):
+        jobs = [job for job in compile_check._jobs((model,), (torch.bfloat16, torch.float32), rocm=rocm,
+                                                   layouts=("aligned",)) if job[2] == "route plan"]
+        shape = compile_check.resolve_shapes(model)[0]
+        for dtype in ("bfloat16", "float32"):
+            launches = [launch for _, job_dtype, _, launch in jobs if job_dtype == dtype]
+            rule = compile_check.shape_launches(shape, getattr(torch, dtype), "cpu", rocm=rocm, token_counts=(1,))[0]
+            wanted = {one_program_tile(rule.plan, tokens).rows for tokens in range(1, ONE_PROGRAM_TOKENS + 1)}
+            assert sorted(launch.plan.rows for launch in launches) == sorted(wanted) == [1, 2, 4, 8, 16]
+            for launch in launches:
+                args, kwargs = launch.arguments()
+                assert args[0].dtype == getattr(torch, dtype) and kwargs["ROWS"] == launch.plan.rows
+                assert kwargs["SLOTS"] >= launch.plan.rows * shape.topk and kwargs["BINS"] > shape.experts
+                assert kwargs["GRID_WAIT"] == (not rocm) and ("launch_pdl" in kwargs) == (not rocm)
 
 
 def test_compile_check_command_refuses_bad_layouts_and_dtypes():

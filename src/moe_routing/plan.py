@@ -18,8 +18,9 @@ from __future__ import annotations
 import torch
 
 from . import reference
-from .op import _kernel_module, route
-from .plan_call import MAP_BINS, PlanCall, RoutePlan, check_buffer, check_plan_call, check_scatter_request
+from .call import check_call
+from .op import _kernel_module, _outputs, _padding_bytes, route
+from .plan_call import MAP_BINS, ONE_PROGRAM_TOKENS, PlanCall, RoutePlan, check_buffer, check_plan_call, check_scatter_request
 
 __all__ = ["RoutePlan", "align", "group", "route_plan"]
 
@@ -184,21 +185,82 @@ def route_plan(
     if out is not None and not isinstance(out, RoutePlan):
         raise TypeError(f"out must be a RoutePlan of buffers, got {type(out).__name__}")
     routed = None if out is None else (out.weights, out.ids)
+    if (type(gating_output) is torch.Tensor and gating_output.dim() == 2
+            and 1 <= gating_output.shape[0] <= ONE_PROGRAM_TOKENS and not torch.compiler.is_compiling()):
+        plan = _route_plan_in_one_launch(gating_output, topk, scoring_func, correction_bias, num_expert_group,
+                                         topk_group, renormalize, routed_scaling_factor, is_padding, ids_dtype,
+                                         block_size, expert_map, pad_sorted_ids, ignore_invalid_experts, out, routed)
+        if plan is not None:
+            return plan
     weights, ids = route(gating_output, topk, scoring_func=scoring_func, correction_bias=correction_bias,
                          num_expert_group=num_expert_group, topk_group=topk_group, renormalize=renormalize,
                          routed_scaling_factor=routed_scaling_factor, out=routed, is_padding=is_padding,
                          ids_dtype=ids_dtype)
     num_experts = gating_output.shape[1]
     if block_size is None:
-        if pad_sorted_ids or ignore_invalid_experts:
-            raise ValueError("pad_sorted_ids and ignore_invalid_experts belong to the blocks layout: give a "
-                             "block_size, or leave them False")
+        _check_grouped_flags(pad_sorted_ids, ignore_invalid_experts)
         buffers = None if out is None else (out.permutation, out.offsets)
         permutation, offsets = group(ids, num_experts, expert_map=expert_map, out=buffers)
         return RoutePlan(weights, ids, None, None, None, permutation, offsets)
     buffers = None if out is None else (out.sorted_token_ids, out.expert_ids, out.num_tokens_post_padded)
     blocks = align(ids, block_size, num_experts, expert_map, pad_sorted_ids, ignore_invalid_experts, out=buffers)
     return RoutePlan(weights, ids, *blocks, None, None)
+
+
+def _check_grouped_flags(pad_sorted_ids, ignore_invalid_experts) -> None:
+    if pad_sorted_ids or ignore_invalid_experts:
+        raise ValueError("pad_sorted_ids and ignore_invalid_experts belong to the blocks layout: give a block_size, "
+                         "or leave them False")
+
+
+def _route_plan_in_one_launch(gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group,
+                              renormalize, routed_scaling_factor, is_padding, ids_dtype, block_size, expert_map,
+                              pad_sorted_ids, ignore_invalid_experts, out, routed) -> RoutePlan | None:
+    """route_plan of a call of a few tokens in one launch (kernels/route_plan_launch.py), validated as route() and
+    align() / group() validate it; None (nothing launched) where the call takes route() and then the plan."""
+    if not uses_kernel(gating_output):
+        return None
+    call = check_call(gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group, renormalize,
+                      routed_scaling_factor, routed, is_padding, ids_dtype)
+    weights, ids = _outputs(call, gating_output.device, routed, ids_dtype)
+    if not ids.is_contiguous():
+        return None
+    if block_size is None:
+        _check_grouped_flags(pad_sorted_ids, ignore_invalid_experts)
+    plan_call = check_plan_call(ids, gating_output.shape[1], block_size, expert_map, pad_sorted_ids,
+                                ignore_invalid_experts)
+    from .kernels.route_plan_launch import launch_route_plan, one_program_ok
+
+    if not one_program_ok(call, plan_call):
+        return None
+    device = gating_output.device
+    if block_size is None:
+        if out is None:
+            buffers = (torch.empty(plan_call.slots, dtype=torch.int32, device=device),
+                       torch.empty(plan_call.local_experts, dtype=torch.int32, device=device))
+        else:
+            buffers = (out.permutation, out.offsets)
+            _check_group_out(buffers, plan_call, device)
+        layout = dict(permutation=buffers[0], offsets=buffers[1])
+    else:
+        if out is None:
+            buffers = (torch.empty(plan_call.capacity, dtype=torch.int32, device=device),
+                       torch.empty(plan_call.blocks, dtype=torch.int32, device=device),
+                       torch.empty(1, dtype=torch.int32, device=device))
+        else:
+            buffers = (out.sorted_token_ids, out.expert_ids, out.num_tokens_post_padded)
+            _check_align_out(buffers, plan_call, device, False)
+        layout = dict(sorted_ids=buffers[0], expert_ids=buffers[1], post_padded=buffers[2])
+    logits = gating_output if gating_output.stride(1) == 1 or call.experts == 1 else gating_output.contiguous()
+    bias = correction_bias if correction_bias is None or correction_bias.is_contiguous() else (
+        correction_bias.contiguous())
+    padding = None if is_padding is None else _padding_bytes(is_padding)
+    expert_map = None if expert_map is None else _contiguous(expert_map)
+    if not launch_route_plan(call, plan_call, logits, bias, weights, ids, padding, expert_map, **layout):
+        return None
+    if block_size is None:
+        return RoutePlan(weights, ids, None, None, None, *buffers)
+    return RoutePlan(weights, ids, *buffers, None, None)
 
 
 def _contiguous(tensor: torch.Tensor) -> torch.Tensor:

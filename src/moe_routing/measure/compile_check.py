@@ -38,6 +38,8 @@ def describe(plan) -> str:
     c = plan.constexprs
     if plan.name == "rounds":
         return f"rounds rows={plan.rows} warps={plan.num_warps}"
+    if plan.name == "route plan":
+        return f"route plan rows={plan.rows} warps={plan.num_warps} slots={c['SLOTS']} bins={c['BINS']}"
     if plan.name == "plan":
         stage = ("per bin", "count", "place chunk")[c["STAGE"]]
         layout = "grouped" if c["LAYOUT"] else "blocks"
@@ -102,6 +104,30 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
     return launches
 
 
+def route_plan_kernel_launches(shape, dtype: torch.dtype, rocm: bool = True) -> list[PlanKernelLaunch]:
+    """Every distinct launch of the one-program route_plan kernel (kernels/_route_plan.py) for a routing shape with
+    ``dtype`` logits (16-byte aligned rows, int32 ids, the blocks layout: the layout, the map's role and the block
+    size are runtime arguments), one per routing tile (``route_plan_launch.one_program_tiles``); on NVIDIA launched
+    programmatically, as on Hopper."""
+    from ..kernels.launch import programmatic_plan
+    from ..kernels.route_plan_launch import one_program_arguments, one_program_tiles
+    from ..kernels.rules import Plan
+    from ..kernels._route_plan import route_plan_kernel
+    from ..precompile import shape_launches
+
+    launches = []
+    for routing in shape_launches(shape, dtype, "cpu", rocm=rocm, token_counts=(1,)):
+        plan = routing.plan if rocm else programmatic_plan(routing.plan)
+        for tokens, tile in one_program_tiles(plan):
+            call = routing.call._replace(tokens=tokens)
+            args, plan_constexprs, _ = one_program_arguments(call, tile, routing.logits, routing.bias)
+            constexprs = {**tile.constexprs, **plan_constexprs}
+            options = dict(num_warps=tile.num_warps, **({} if rocm else dict(launch_pdl=True)))
+            launches.append(PlanKernelLaunch(Plan("route plan", route_plan_kernel, constexprs, tile.rows,
+                                                  tile.num_warps), call, (args, dict(**options, **constexprs))))
+    return launches
+
+
 LAYOUTS = ("aligned", "unaligned")  # logits rows on 16-byte boundaries (word loads allowed), or not
 
 
@@ -123,6 +149,9 @@ def _jobs(models, dtypes, rocm: bool, plans: bool = True, layouts=LAYOUTS,
         for ids_dtype in ids_dtypes if plans else ():
             for launch in plan_kernel_launches(shape.experts, shape.topk, ids_dtype, rocm):
                 jobs.append((model, f"ids {str(ids_dtype).removeprefix('torch.')}", "plan", launch))
+        for dtype in dtypes if plans else ():
+            for launch in route_plan_kernel_launches(shape, dtype, rocm):
+                jobs.append((model, str(dtype).removeprefix("torch."), "route plan", launch))
     return jobs
 
 

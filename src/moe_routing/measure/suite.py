@@ -106,9 +106,37 @@ def compile_ahead(shapes: list[Shape]) -> None:
         tokens.add(shape.tokens)
     for routing, (dtypes, tokens) in wanted.items():
         warmup(routing, dtypes=sorted(dtypes, key=str), token_counts=sorted(tokens))
+    staged = [shape for shape in shapes if getattr(shape, "stage", False) or isinstance(shape, moe_layer.LayerShape)]
     compile_plan_kernels_ahead([(shape.tokens, shape.topk, shape.experts, shape.local_experts, (16,))
-                                for shape in shapes
-                                if getattr(shape, "stage", False) or isinstance(shape, moe_layer.LayerShape)])
+                                for shape in staged])
+    if torch.cuda.is_available():
+        compile_route_plans_ahead([getattr(shape, "routing", shape) for shape in staged])
+
+
+def compile_route_plans_ahead(shapes: list[Shape], threads: int = 16) -> int:
+    """Compile, in parallel, the one-program route_plan kernels (kernels/route_plan_launch.py) of the stage shapes of
+    up to ``ONE_PROGRAM_TOKENS`` tokens, by one route_plan call of each distinct tile on its own inputs (a GPU);
+    returns how many calls that was."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import triton
+
+    from ..plan_call import ONE_PROGRAM_TOKENS
+
+    distinct = {}
+    for shape in shapes:
+        if shape.tokens <= ONE_PROGRAM_TOKENS:  # a tile a power of two of rows; the map and block size: arguments
+            key = (shape.experts, shape.topk, shape.scoring, shape.bias, shape.groups, shape.topk_group,
+                   bool(shape.local_experts), shape.dtype, triton.next_power_of_2(shape.tokens))
+            distinct.setdefault(key, shape)
+
+    def compile_one(shape: Shape) -> None:
+        stage_arm_factories.arm_route_plan(make_inputs(shape))(0)
+
+    with ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(compile_one, shape) for shape in distinct.values()]:
+            future.result()
+    return len(distinct)
 
 
 def compile_plan_kernels_ahead(plans: list[tuple[int, int, int, int, tuple]], threads: int = 16,
