@@ -1,6 +1,6 @@
 """route_plan in one launch (kernels/_route_plan.py): which calls take it, and that its weights, ids and plans are
 route()'s and the literal reading of rule 9's, into poisoned buffers, for every layout and role of a map, int64
-ids, padded rows, non-finite rows and ties, on the interpreter (and the GPU, where there is one)."""
+ids, a padded row, non-finite rows and ties, on the interpreter (and the GPU, where there is one)."""
 
 import pytest
 import torch
@@ -10,7 +10,7 @@ from conftest import DEVICE, random_bias, random_logits
 from moe_routing.call import RoutingCall
 from moe_routing.kernels import route_plan_launch
 from moe_routing.kernels.rules import choose_plan
-from moe_routing.plan_call import ONE_PROGRAM_SLOTS, ONE_PROGRAM_TOKENS, check_plan_call
+from moe_routing.plan_call import ONE_PROGRAM_TOKENS, check_plan_call
 from test_align_and_group import POISON, assert_blocks, literal_group, maps, poisoned
 
 MODELS = {  # (experts, topk, route() keywords)
@@ -61,14 +61,14 @@ def _check(plan, logits, topk, kwargs, block_size, expert_map=None, ignore=False
 
 
 @pytest.mark.parametrize("block_size", [None, 16])
-@pytest.mark.parametrize("tokens", [1, 5, 16])
+@pytest.mark.parametrize("tokens", [1, 3])
 @pytest.mark.parametrize("model", list(MODELS))
 def test_one_launch_is_route_then_the_rule(model, tokens, block_size, one_launches):
     experts, topk, _ = MODELS[model]
     kwargs = _kwargs(model, experts)
     logits = random_logits(tokens, experts, torch.bfloat16, seed=tokens * 7 + experts)
     plan = moe_routing.route_plan(logits, topk, block_size=block_size, **kwargs)
-    assert len(one_launches) == (tokens * topk <= ONE_PROGRAM_SLOTS)
+    assert len(one_launches) == (tokens <= ONE_PROGRAM_TOKENS)
     _check(plan, logits, topk, kwargs, block_size)
 
 
@@ -76,7 +76,7 @@ def test_one_launch_is_route_then_the_rule(model, tokens, block_size, one_launch
 def test_one_launch_at_every_block_size(block_size, one_launches):
     experts, topk = 256, 8
     kwargs = _kwargs("deepseek-v3", experts)
-    logits = random_logits(2, experts, torch.bfloat16, seed=block_size)
+    logits = random_logits(1, experts, torch.bfloat16, seed=block_size)
     plan = moe_routing.route_plan(logits, topk, block_size=block_size, **kwargs)
     assert len(one_launches) == 1
     _check(plan, logits, topk, kwargs, block_size)
@@ -88,7 +88,7 @@ def test_one_launch_with_an_expert_map(placement, block_size, ignore, one_launch
     experts, topk = 64, 6
     expert_map = maps(experts)[placement]
     kwargs = _kwargs("moonlight", experts)
-    logits = random_logits(7, experts, torch.bfloat16, seed=3)
+    logits = random_logits(1, experts, torch.bfloat16, seed=3)
     plan = moe_routing.route_plan(logits, topk, block_size=block_size, expert_map=expert_map,
                                   ignore_invalid_experts=ignore, **kwargs)
     assert len(one_launches) == 1
@@ -97,14 +97,14 @@ def test_one_launch_with_an_expert_map(placement, block_size, ignore, one_launch
         assert plan.offsets.shape == (max(int(expert_map.max()) + 1, 0),)
 
 
+@pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("layout", ["blocks", "grouped"])
-def test_one_launch_into_poisoned_buffers_with_padded_rows_and_int64_ids(layout, one_launches):
+def test_one_launch_into_poisoned_buffers_with_int64_ids(layout, padded, one_launches):
     """Every entry of the caller's buffers written (the sentinel and -1 past the used ones, up to the buffers'
-    ends), padded rows dropped from the plan, int64 ids, float32 logits, pad_sorted_ids."""
-    experts, topk, tokens = 256, 8, 11
+    ends), a padded row dropped from the plan, int64 ids, float32 logits, pad_sorted_ids."""
+    experts, topk, tokens = 256, 8, 1
     kwargs = _kwargs("deepseek-v3", experts)
-    kwargs.update(is_padding=torch.tensor([t % 4 == 1 for t in range(tokens)], device=DEVICE),
-                  ids_dtype=torch.int64)
+    kwargs.update(is_padding=torch.tensor([padded], device=DEVICE), ids_dtype=torch.int64)
     logits = random_logits(tokens, experts, torch.float32, seed=5)
     ids = torch.zeros(tokens, topk, dtype=torch.int64, device=DEVICE)
     block_size = 16 if layout == "blocks" else None
@@ -123,10 +123,11 @@ def test_one_launch_into_poisoned_buffers_with_padded_rows_and_int64_ids(layout,
     plan = moe_routing.route_plan(logits, topk, block_size=block_size, pad_sorted_ids=layout == "blocks", out=out,
                                   **kwargs)
     assert len(one_launches) == 1 and all(p is o for p, o in zip(plan, out))
-    assert (plan.ids[1::4] == -1).all() and (plan.weights[1::4] == 0).all()
+    assert (plan.ids == -1).all().item() == padded and (plan.weights == 0).all().item() == padded
     if layout == "blocks":
         sentinel = tokens * topk
         assert plan.sorted_token_ids[-5:].tolist() == [sentinel] * 5 and plan.expert_ids[-3:].tolist() == [-1] * 3
+        assert (int(plan.num_tokens_post_padded) == 0) == padded
         trimmed = moe_routing.RoutePlan(plan.weights, plan.ids, plan.sorted_token_ids[:-5], plan.expert_ids[:-3],
                                         plan.num_tokens_post_padded, None, None)
         _check(trimmed, logits, topk, kwargs, block_size, pad=True)
@@ -134,17 +135,18 @@ def test_one_launch_into_poisoned_buffers_with_padded_rows_and_int64_ids(layout,
         _check(plan, logits, topk, kwargs, block_size)
 
 
-@pytest.mark.parametrize("rows", ["non-finite", "ties"])
-def test_one_launch_on_non_finite_rows_and_ties(rows, one_launches):
-    """Rows of NaN and infinite logits (the routing's exact redo inside the program) and rows of equal logits
-    (ties to the lower index) give route()'s ids and the rule's plan."""
-    experts, topk, tokens = 256, 8, 6
+@pytest.mark.parametrize("row", ["nan", "-inf and inf", "ties"])
+def test_one_launch_on_non_finite_rows_and_ties(row, one_launches):
+    """A row of NaN logits, one of infinite logits (the routing's exact redo inside the program) and one of equal
+    logits (ties to the lower index) give route()'s ids and the rule's plan."""
+    experts, topk = 256, 8
     kwargs = _kwargs("deepseek-v3", experts)
-    logits = random_logits(tokens, experts, torch.bfloat16, seed=9)
-    if rows == "non-finite":
+    logits = random_logits(1, experts, torch.bfloat16, seed=9)
+    if row == "nan":
         logits[0] = float("nan")
-        logits[2, ::3] = float("-inf")
-        logits[4, 5] = float("inf")
+    elif row == "-inf and inf":
+        logits[0, ::3] = float("-inf")
+        logits[0, 5] = float("inf")
     else:
         logits[:] = 0.5
         kwargs["correction_bias"] = torch.zeros(experts, device=DEVICE)
@@ -155,39 +157,36 @@ def test_one_launch_on_non_finite_rows_and_ties(rows, one_launches):
 
 
 def test_which_calls_take_one_launch(one_launches):
-    """Up to ONE_PROGRAM_TOKENS tokens and ONE_PROGRAM_SLOTS slots of a call the bitonic kernel routes; the rounds
-    kernel's calls (softmax with a bias) and larger calls take route() and then the plan kernel."""
+    """Calls of up to ONE_PROGRAM_TOKENS tokens the bitonic kernel routes; the rounds kernel's calls (softmax with a
+    bias) and larger calls take route() and then the plan kernel."""
     experts, topk = 64, 6
     bias = random_bias(experts)
     moe_routing.route_plan(random_logits(ONE_PROGRAM_TOKENS + 1, experts, seed=1), topk, block_size=16)
-    moe_routing.route_plan(random_logits(3, experts, seed=1), topk, scoring_func="softmax", correction_bias=bias,
+    moe_routing.route_plan(random_logits(1, experts, seed=1), topk, scoring_func="softmax", correction_bias=bias,
                            block_size=16)
     assert one_launches == []
     moe_routing.route_plan(random_logits(ONE_PROGRAM_TOKENS, experts, seed=1), topk, block_size=16)
     assert len(one_launches) == 1
-    assert ONE_PROGRAM_TOKENS * 16 <= ONE_PROGRAM_SLOTS  # every call up to the token bound, for K <= 16
 
 
 def test_the_one_program_tile():
-    """At one token the rule's own plan (route()'s binary at decode); beyond, a streaming tile of the rows rounded
-    up to a power of two on the rule's lanes, a warp per 32 lanes; None for the rounds kernel and larger calls."""
+    """The rule's own plan (route()'s binary at decode) up to ONE_PROGRAM_TOKENS tokens; None for the rounds kernel
+    and larger calls."""
     for experts, topk in ((256, 8), (64, 6), (384, 8)):
         call = RoutingCall(1, experts, topk, 0, 1, 1, True, 1.0)
         rule = choose_plan(call, biased=True)
-        assert route_plan_launch.one_program_tile(rule, 1) is rule
-        for tokens, rows in ((2, 2), (3, 4), (9, 16), (16, 16)):
-            tile = route_plan_launch.one_program_tile(rule, tokens)
-            lanes = rule.constexprs["LANES"]
-            assert tile.rows == tile.constexprs["ROWS"] == rows and tile.constexprs["LANES"] == lanes
-            assert tile.num_warps == max(1, rows * lanes // 32) and not tile.constexprs["ROUNDS"]
+        assert all(route_plan_launch.one_program_tile(rule, tokens) is rule
+                   for tokens in range(1, ONE_PROGRAM_TOKENS + 1))
         assert route_plan_launch.one_program_tile(rule, ONE_PROGRAM_TOKENS + 1) is None
+        assert route_plan_launch.one_program_tile(rule, 0) is None
+        assert route_plan_launch.one_program_tiles(rule) == [(ONE_PROGRAM_TOKENS, rule)]
     softmax_biased = choose_plan(RoutingCall(1, 64, 6, 1, 1, 1, True, 1.0), biased=True)
     assert softmax_biased.name == "rounds" and route_plan_launch.one_program_tile(softmax_biased, 1) is None
 
 
 def test_bad_one_launch_calls_raise_naming_the_argument():
     """The one-launch path validates as route() and align() do, with their messages."""
-    logits = random_logits(4, 64, seed=1)
+    logits = random_logits(1, 64, seed=1)
     with pytest.raises(ValueError, match="block_size"):
         moe_routing.route_plan(logits, 6, block_size=0)
     with pytest.raises(ValueError, match="pad_sorted_ids"):
@@ -196,7 +195,7 @@ def test_bad_one_launch_calls_raise_naming_the_argument():
         moe_routing.route_plan(logits, 65, block_size=16)
     with pytest.raises(ValueError, match="expert_map"):
         moe_routing.route_plan(logits, 6, block_size=16, expert_map=torch.zeros(63, dtype=torch.int32, device=DEVICE))
-    short = moe_routing.RoutePlan(torch.empty(4, 6, device=DEVICE), torch.empty(4, 6, dtype=torch.int32, device=DEVICE),
+    short = moe_routing.RoutePlan(torch.empty(1, 6, device=DEVICE), torch.empty(1, 6, dtype=torch.int32, device=DEVICE),
                                   torch.empty(3, dtype=torch.int32, device=DEVICE),
                                   torch.empty(64, dtype=torch.int32, device=DEVICE),
                                   torch.empty(1, dtype=torch.int32, device=DEVICE), None, None)
@@ -210,7 +209,7 @@ def test_bad_one_launch_calls_raise_naming_the_argument():
 def test_one_launch_direct_path_and_cuda_graph_replay():
     """A key's second call takes the C launcher directly and gives the same plan; a captured one-launch
     route_plan replays on new logits as the eager call gives it."""
-    experts, topk, tokens = 256, 8, 16
+    experts, topk, tokens = 256, 8, 1
     kwargs = _kwargs("deepseek-v3", experts)
     logits = random_logits(tokens, experts, torch.bfloat16, seed=11)
     route_plan_launch.forget_route_plan_launchers()

@@ -231,7 +231,7 @@ def _route_plan_in_one_launch(gating_output, topk, scoring_func, correction_bias
                                 ignore_invalid_experts)
     from .kernels.route_plan_launch import launch_route_plan, one_program_ok
 
-    if not one_program_ok(call, plan_call):
+    if not one_program_ok(call):
         return None
     device = gating_output.device
     if block_size is None:

@@ -1,8 +1,9 @@
 """The routing stage in one launch at decode: one program routes every token and then builds the dispatch plan of
 the ids it has just stored (docs/kernels.md, "Dispatch plans"; docs/semantics.md, rules 1-9).
 
-The routing is the bitonic kernel's own code, its tile holding every row of the call (``ROWS`` >= T), so the ids
-and weights are the bits route() gives (every tile computes the same bits). After a barrier the program reads the
+The routing is the bitonic kernel's own code, its tile holding every row of the call (``ROWS`` >= T; the launch,
+route_plan_launch.py, sends it calls of one token on route()'s own plan), so the ids and weights are the bits
+route() gives. After a barrier the program reads the
 ids back (its own stores, in its cache), sorts the slots by (bin, slot) in registers and places each at its bin's
 start plus its rank in the bin: the slots of an expert in ascending order, as the plan kernel places them. Two
 launches (route(), then the plan kernel) pay a second launch and the wait between them; here the plan follows the

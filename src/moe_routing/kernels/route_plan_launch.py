@@ -1,10 +1,11 @@
 """route_plan in one launch (kernels/_route_plan.py): which calls take it, the tile its program routes with, and
 the launch.
 
-A call of up to ``ONE_PROGRAM_TOKENS`` tokens whose rule is the bitonic kernel's takes it: one program routes every
-row, on the rule's own plan at one token and on a streaming bitonic tile of ``next_power_of_2(T)`` rows on the
-rule's lanes beyond (the rows side by side on the program's warps), then builds the plan. Larger calls, and calls the
-one program does not serve, take route()'s launch and then the plan kernel's (plan_launch.py).
+A call of one token (``ONE_PROGRAM_TOKENS``) whose rule is the bitonic kernel's takes it: one program routes the row
+on the rule's own plan (route()'s binary at decode: one row on one warp), then builds the plan. Larger calls, and
+calls the rounds kernel routes, take route()'s launch and then the plan kernel's (plan_launch.py): one program
+routing more rows side by side on a streaming tile was slower than the two launches on an H100 at every count tried
+(2, 4, 8 and 16 tokens: benchmarks/NOTES.md, "route_plan in one program").
 
 As for route() and the plan kernel, a GPU call whose key launched before calls the compiled binary's C launcher
 directly, skipping Triton's per-call binder (``_launchers``).
@@ -16,13 +17,13 @@ import torch
 import triton
 
 from ..call import RoutingCall
-from ..plan_call import ONE_PROGRAM_SLOTS, ONE_PROGRAM_TOKENS, PlanCall
+from ..plan_call import ONE_PROGRAM_TOKENS, PlanCall
 from ._plan import BLOCKS, GROUPED
 from ._route_plan import route_plan_kernel
 from .launch import (_current_device, _direct_launch_supported, _hooks_installed, _int_class, _raw_stream,
                      dense_outputs, rule_plan)
 from .plan_launch import FILL_ENTRIES, chunk_bins
-from .rules import Plan, bitonic_plan
+from .rules import Plan
 
 CACHE_ENTRIES = 4096  # launchers kept before the cache is cleared (a key per token count)
 
@@ -32,24 +33,16 @@ _CONSTEXPR_NAMES = tuple(p.name for p in getattr(route_plan_kernel, "params", ()
 
 def one_program_tile(routing: Plan, tokens: int) -> Plan | None:
     """The routing tile of a one-program route_plan of ``tokens`` tokens, from the rule's plan for the call
-    (``routing``): that plan itself at one token, a streaming bitonic tile of ``next_power_of_2(tokens)`` rows on
-    its lanes beyond (a warp per 32 lanes), or None where the call takes two launches (the rule's kernel is not the
-    bitonic one, or the call is larger)."""
+    (``routing``): that plan itself, or None where the call takes two launches (the rule's kernel is not the
+    bitonic one, or more than ``ONE_PROGRAM_TOKENS`` tokens)."""
     if routing.name != "bitonic" or not 1 <= tokens <= ONE_PROGRAM_TOKENS:
         return None
-    if tokens == 1:
-        return routing
-    c = routing.constexprs
-    rows = triton.next_power_of_2(tokens)
-    call = RoutingCall(tokens, c["NUM_EXPERTS"], c["TOPK"], c["SCORING"], c["NUM_GROUPS"], c["TOPK_GROUP"],
-                       c["RENORMALIZE"], 1.0)
-    tile = bitonic_plan(call, c["LANES"], rows, max(1, rows * c["LANES"] // 32), prefetch=True)
-    return tile._replace(constexprs={**tile.constexprs, "GRID_WAIT": c["GRID_WAIT"]})
+    return routing
 
 
-def one_program_ok(call: RoutingCall, plan_call: PlanCall) -> bool:
+def one_program_ok(call: RoutingCall) -> bool:
     """Whether the call's size lets one program route and plan it (the tile decides the rest)."""
-    return 1 <= call.tokens <= ONE_PROGRAM_TOKENS and plan_call.slots <= ONE_PROGRAM_SLOTS
+    return 1 <= call.tokens <= ONE_PROGRAM_TOKENS
 
 
 def launch_route_plan(call: RoutingCall, plan_call: PlanCall, logits, bias, weights, ids, padding, expert_map,
@@ -102,7 +95,7 @@ def one_program_tiles(routing: Plan) -> list[tuple[int, Plan]]:
     tiles = {}
     for tokens in range(1, ONE_PROGRAM_TOKENS + 1):
         tile = one_program_tile(routing, tokens)
-        if tile is not None and tokens * routing.constexprs["TOPK"] <= ONE_PROGRAM_SLOTS:
+        if tile is not None:
             tiles[repr(tile)] = (tokens, tile)
     return list(tiles.values())
 

@@ -107,8 +107,8 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
 def route_plan_kernel_launches(shape, dtype: torch.dtype, rocm: bool = True) -> list[PlanKernelLaunch]:
     """Every distinct launch of the one-program route_plan kernel (kernels/_route_plan.py) for a routing shape with
     ``dtype`` logits (16-byte aligned rows, int32 ids, the blocks layout: the layout, the map's role and the block
-    size are runtime arguments), one per routing tile (``route_plan_launch.one_program_tiles``); on NVIDIA launched
-    programmatically, as on Hopper."""
+    size are runtime arguments), one per routing tile (``route_plan_launch.one_program_tiles``: route()'s plan at one
+    token); on NVIDIA launched programmatically, as on Hopper."""
     from ..kernels.launch import programmatic_plan
     from ..kernels.route_plan_launch import one_program_arguments, one_program_tiles
     from ..kernels.rules import Plan

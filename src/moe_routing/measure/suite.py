@@ -119,15 +119,13 @@ def compile_route_plans_ahead(shapes: list[Shape], threads: int = 16) -> int:
     returns how many calls that was."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import triton
-
     from ..plan_call import ONE_PROGRAM_TOKENS
 
     distinct = {}
     for shape in shapes:
-        if shape.tokens <= ONE_PROGRAM_TOKENS:  # a tile a power of two of rows; the map and block size: arguments
+        if shape.tokens <= ONE_PROGRAM_TOKENS:  # (the map's role and the block size are runtime arguments)
             key = (shape.experts, shape.topk, shape.scoring, shape.bias, shape.groups, shape.topk_group,
-                   bool(shape.local_experts), shape.dtype, triton.next_power_of_2(shape.tokens))
+                   bool(shape.local_experts), shape.dtype, shape.tokens)
             distinct.setdefault(key, shape)
 
     def compile_one(shape: Shape) -> None:
