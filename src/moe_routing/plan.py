@@ -20,7 +20,8 @@ import torch
 from . import reference
 from .call import check_call
 from .op import _kernel_module, _outputs, _padding_bytes, route
-from .plan_call import MAP_BINS, ONE_PROGRAM_TOKENS, PlanCall, RoutePlan, check_buffer, check_plan_call, check_scatter_request
+from .plan_call import (MAP_BINS, ONE_PROGRAM_TOKENS, PlanCall, RoutePlan, check_buffer, check_plan_call,
+                        check_scatter_request)
 
 __all__ = ["RoutePlan", "align", "group", "route_plan"]
 
@@ -216,8 +217,9 @@ def _check_grouped_flags(pad_sorted_ids, ignore_invalid_experts) -> None:
 def _route_plan_in_one_launch(gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group,
                               renormalize, routed_scaling_factor, is_padding, ids_dtype, block_size, expert_map,
                               pad_sorted_ids, ignore_invalid_experts, out, routed) -> RoutePlan | None:
-    """route_plan of a call of a few tokens in one launch (kernels/route_plan_launch.py), validated as route() and
-    align() / group() validate it; None (nothing launched) where the call takes route() and then the plan."""
+    """route_plan of a call of up to ``ONE_PROGRAM_TOKENS`` tokens in one launch (kernels/route_plan_launch.py),
+    validated as route() and align() / group() validate it; None (nothing launched) where the call takes route() and
+    then the plan (the rounds kernel's calls, ids buffers that are not contiguous)."""
     if not uses_kernel(gating_output):
         return None
     call = check_call(gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group, renormalize,
