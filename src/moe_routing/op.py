@@ -112,11 +112,7 @@ def route(
     weights, ids = _outputs(call, gating_output.device, out, ids_dtype)
     if call.tokens == 0:
         return weights, ids
-    logits = gating_output if gating_output.stride(1) == 1 or call.experts == 1 else gating_output.contiguous()
-    bias = correction_bias
-    if bias is not None and not bias.is_contiguous():
-        bias = bias.contiguous()
-    padding = None if is_padding is None else _padding_bytes(is_padding)
+    logits, bias, padding = kernel_inputs(call, gating_output, correction_bias, is_padding)
     if torch.compiler.is_compiling():
         torch.ops.moe_routing.route_into(
             logits, bias, weights, ids, call.topk, call.scoring, call.num_groups, call.topk_group,
@@ -184,6 +180,16 @@ def _outputs(call: RoutingCall, device, out, ids_dtype) -> tuple[torch.Tensor, t
     weights = torch.empty((call.tokens, call.topk), dtype=torch.float32, device=device)
     ids = torch.empty((call.tokens, call.topk), dtype=ids_dtype, device=device)
     return weights, ids
+
+
+def kernel_inputs(call: RoutingCall, gating_output, correction_bias, is_padding) -> tuple:
+    """A validated call's logits (unit column stride), bias (contiguous) and padding mask (``_padding_bytes``) as the
+    kernels read them."""
+    logits = gating_output if gating_output.stride(1) == 1 or call.experts == 1 else gating_output.contiguous()
+    bias = correction_bias
+    if bias is not None and not bias.is_contiguous():
+        bias = bias.contiguous()
+    return logits, bias, None if is_padding is None else _padding_bytes(is_padding)
 
 
 def _padding_bytes(is_padding: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ import torch
 
 from . import reference
 from .call import check_call
-from .op import _kernel_module, _outputs, _padding_bytes, route
+from .op import _kernel_module, _outputs, kernel_inputs, route
 from .plan_call import (MAP_BINS, ONE_PROGRAM_TOKENS, PlanCall, RoutePlan, check_buffer, check_plan_call,
                         check_scatter_request)
 
@@ -77,9 +77,7 @@ def align(
     check_scatter_request(call, return_scatter_idx)
     device = topk_ids.device
     if out is None:
-        out = (torch.empty(call.capacity, dtype=torch.int32, device=device),
-               torch.empty(call.blocks, dtype=torch.int32, device=device),
-               torch.empty(1, dtype=torch.int32, device=device))
+        out = _blocks_buffers(call, device)
         if return_scatter_idx:
             out += (torch.empty((call.slots, 1), dtype=torch.int32, device=device),)
     else:
@@ -133,8 +131,7 @@ def group(
     call = check_plan_call(topk_ids, num_experts, None, expert_map)
     device = topk_ids.device
     if out is None:
-        out = (torch.empty(call.slots, dtype=torch.int32, device=device),
-               torch.empty(call.local_experts, dtype=torch.int32, device=device))
+        out = _grouped_buffers(call, device)
     else:
         _check_group_out(out, call, device)
     ids = _contiguous(topk_ids)
@@ -238,31 +235,38 @@ def _route_plan_in_one_launch(gating_output, topk, scoring_func, correction_bias
     device = gating_output.device
     if block_size is None:
         if out is None:
-            buffers = (torch.empty(plan_call.slots, dtype=torch.int32, device=device),
-                       torch.empty(plan_call.local_experts, dtype=torch.int32, device=device))
+            buffers = _grouped_buffers(plan_call, device)
         else:
             buffers = (out.permutation, out.offsets)
             _check_group_out(buffers, plan_call, device)
         layout = dict(permutation=buffers[0], offsets=buffers[1])
     else:
         if out is None:
-            buffers = (torch.empty(plan_call.capacity, dtype=torch.int32, device=device),
-                       torch.empty(plan_call.blocks, dtype=torch.int32, device=device),
-                       torch.empty(1, dtype=torch.int32, device=device))
+            buffers = _blocks_buffers(plan_call, device)
         else:
             buffers = (out.sorted_token_ids, out.expert_ids, out.num_tokens_post_padded)
             _check_align_out(buffers, plan_call, device, False)
         layout = dict(sorted_ids=buffers[0], expert_ids=buffers[1], post_padded=buffers[2])
-    logits = gating_output if gating_output.stride(1) == 1 or call.experts == 1 else gating_output.contiguous()
-    bias = correction_bias if correction_bias is None or correction_bias.is_contiguous() else (
-        correction_bias.contiguous())
-    padding = None if is_padding is None else _padding_bytes(is_padding)
+    logits, bias, padding = kernel_inputs(call, gating_output, correction_bias, is_padding)
     expert_map = None if expert_map is None else _contiguous(expert_map)
     if not launch_route_plan(call, plan_call, logits, bias, weights, ids, padding, expert_map, **layout):
         return None
     if block_size is None:
         return RoutePlan(weights, ids, None, None, None, *buffers)
     return RoutePlan(weights, ids, *buffers, None, None)
+
+
+def _blocks_buffers(call: PlanCall, device) -> tuple:
+    """sorted_token_ids, expert_ids and num_tokens_post_padded at vLLM's capacities."""
+    return (torch.empty(call.capacity, dtype=torch.int32, device=device),
+            torch.empty(call.blocks, dtype=torch.int32, device=device),
+            torch.empty(1, dtype=torch.int32, device=device))
+
+
+def _grouped_buffers(call: PlanCall, device) -> tuple:
+    """permutation and offsets."""
+    return (torch.empty(call.slots, dtype=torch.int32, device=device),
+            torch.empty(call.local_experts, dtype=torch.int32, device=device))
 
 
 def _contiguous(tensor: torch.Tensor) -> torch.Tensor:

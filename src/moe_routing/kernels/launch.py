@@ -240,11 +240,13 @@ def launch_hash(call: RoutingCall, logits: torch.Tensor, input_ids: torch.Tensor
 
 
 def forget_launchers() -> None:
-    """Drop every cached launcher, Python and C++, the dispatch plan's included (tests; the next call of each plan
-    goes through Triton)."""
+    """Drop every cached launcher, Python and C++, the dispatch plan's and route_plan's one launch included (tests;
+    the next call of each plan goes through Triton)."""
     from .plan_launch import forget_plan_launchers
+    from .route_plan_launch import forget_route_plan_launchers
 
     forget_plan_launchers()
+    forget_route_plan_launchers()
     _launchers.clear()
     if host_launch.loaded() is not None:
         host_launch.loaded().clear()

@@ -22,10 +22,8 @@ from ._plan import BLOCKS, GROUPED
 from ._route_plan import route_plan_kernel
 from .launch import (_current_device, _direct_launch_supported, _hooks_installed, _int_class, _raw_stream,
                      dense_outputs, rule_plan)
-from .plan_launch import FILL_ENTRIES, chunk_bins
+from .plan_launch import FILL_ENTRIES, _remember, chunk_bins
 from .rules import Plan
-
-CACHE_ENTRIES = 4096  # launchers kept before the cache is cleared (a key per token count)
 
 # the constexprs' names in the kernel's parameter order: the C launcher takes their values after the arguments
 _CONSTEXPR_NAMES = tuple(p.name for p in getattr(route_plan_kernel, "params", ()) if p.is_constexpr)
@@ -70,7 +68,7 @@ def launch_route_plan(call: RoutingCall, plan_call: PlanCall, logits, bias, weig
     tile = one_program_tile(rule_plan(call, logits, bias, dense_outputs(weights, ids, call.topk)), call.tokens)
     if tile is None:
         if key is not None:
-            _remember(key, _TWO_LAUNCHES)
+            _remember(_launchers, key, _TWO_LAUNCHES)
         return False
     constexprs = {**tile.constexprs, **plan_constexprs(call, tile)}
     options = dict(num_warps=tile.num_warps)
@@ -85,7 +83,7 @@ def launch_route_plan(call: RoutingCall, plan_call: PlanCall, logits, bias, weig
             runner = compiled.run
             entry = (runner.launch, compiled.function, runner.launch_cooperative_grid, runner.launch_pdl,
                      compiled.packed_metadata, tuple(constexprs[name] for name in _CONSTEXPR_NAMES))
-        _remember(key, entry if entry is not None else _TRITON_PATH)
+        _remember(_launchers, key, entry if entry is not None else _TRITON_PATH)
     return True
 
 
@@ -151,12 +149,6 @@ def _launcher_key(call: RoutingCall, plan_call: PlanCall, logits, bias, weights,
 _TWO_LAUNCHES = object()  # the call takes route()'s launch and the plan kernel's
 _TRITON_PATH = object()  # launched through Triton's binder every time (no direct launcher)
 _launchers: dict[tuple, object] = {}
-
-
-def _remember(key: tuple, value) -> None:
-    if len(_launchers) >= CACHE_ENTRIES:
-        _launchers.clear()
-    _launchers[key] = value
 
 
 def forget_route_plan_launchers() -> None:
