@@ -167,12 +167,11 @@ def test_plan_kernel_launches_cover_every_compile_time_choice():
 
 
 @pytest.mark.parametrize("rocm", [True, False])
-def test_route_plan_launches_cover_every_one_launch_tile(rocm):
-    """compile-check builds the one-launch route_plan kernel once per tile its launches can take (every token count
-    up to ONE_LAUNCH_TOKENS), with the slots a program's rows hold, both parts and the wait between them, each
-    logits dtype given, programmatic on NVIDIA."""
-    from moe_routing.kernels.route_plan_launch import one_launch_tile
-    from moe_routing.plan_call import ONE_LAUNCH_TOKENS
+def test_route_plan_launches_cover_every_one_program_tile(rocm):
+    """compile-check builds the one-program route_plan kernel once per tile its launches can take (every token count
+    up to ONE_PROGRAM_TOKENS), with the slots those tiles hold, each logits dtype given, programmatic on NVIDIA."""
+    from moe_routing.kernels.route_plan_launch import one_program_tile
+    from moe_routing.plan_call import ONE_PROGRAM_TOKENS
 
     for model in ("deepseek-v3", "moonlight", "qwen3-moe"):
         jobs = [job for job in compile_check._jobs((model,), (torch.bfloat16, torch.float32), rocm=rocm,
@@ -181,13 +180,12 @@ def test_route_plan_launches_cover_every_one_launch_tile(rocm):
         for dtype in ("bfloat16", "float32"):
             launches = [launch for _, job_dtype, _, launch in jobs if job_dtype == dtype]
             rule = compile_check.shape_launches(shape, getattr(torch, dtype), "cpu", rocm=rocm, token_counts=(1,))[0]
-            wanted = {one_launch_tile(rule.plan, tokens).rows for tokens in range(1, ONE_LAUNCH_TOKENS + 1)}
+            wanted = {one_program_tile(rule.plan, tokens).rows for tokens in range(1, ONE_PROGRAM_TOKENS + 1)}
             assert sorted(launch.plan.rows for launch in launches) == sorted(wanted) == [1]
             for launch in launches:
                 args, kwargs = launch.arguments()
                 assert args[0].dtype == getattr(torch, dtype) and kwargs["ROWS"] == launch.plan.rows
-                assert kwargs["OWN"] >= launch.plan.rows * shape.topk and kwargs["BINS"] > shape.experts
-                assert kwargs["PARTS"] == 3
+                assert kwargs["SLOTS"] >= launch.plan.rows * shape.topk and kwargs["BINS"] > shape.experts
                 assert kwargs["GRID_WAIT"] == (not rocm) and ("launch_pdl" in kwargs) == (not rocm)
 
 

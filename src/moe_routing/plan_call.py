@@ -21,9 +21,9 @@ MAP_DTYPES = (torch.int32, torch.int64)
 # experts dropped, local ids in expert_ids), or only as expert_ids' values (every valid slot placed by its global
 # expert, the blocks of other ranks' experts marked -1).
 NO_MAP, MAP_BINS, MAP_VALUES = range(3)
-# route_plan calls of up to this many tokens (route()'s decode tile, a program a token) may route and plan in one
-# launch (kernels/route_plan_launch.py); here, where the op reads it before importing the kernels
-ONE_LAUNCH_TOKENS = 256
+# route_plan calls of up to this many tokens may route and plan in one program, one launch
+# (kernels/route_plan_launch.py); here, where the op reads it before importing the kernels
+ONE_PROGRAM_TOKENS = 1
 
 
 class PlanCall(NamedTuple):

@@ -114,18 +114,18 @@ def compile_ahead(shapes: list[Shape]) -> None:
 
 
 def compile_route_plans_ahead(shapes: list[Shape], threads: int = 16) -> int:
-    """Compile, in parallel, the one-launch route_plan kernels (kernels/route_plan_launch.py) of the stage shapes of
-    up to ``ONE_LAUNCH_TOKENS`` tokens, by one route_plan call of each distinct tile on its own inputs (a GPU);
+    """Compile, in parallel, the one-program route_plan kernels (kernels/route_plan_launch.py) of the stage shapes of
+    up to ``ONE_PROGRAM_TOKENS`` tokens, by one route_plan call of each distinct tile on its own inputs (a GPU);
     returns how many calls that was."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..plan_call import ONE_LAUNCH_TOKENS
+    from ..plan_call import ONE_PROGRAM_TOKENS
 
     distinct = {}
     for shape in shapes:
-        if shape.tokens <= ONE_LAUNCH_TOKENS:  # (one binary a routing shape: the token count, the map's role and
-            # the block size are runtime arguments)
-            key = (shape.experts, shape.topk, shape.scoring, shape.bias, shape.groups, shape.topk_group, shape.dtype)
+        if shape.tokens <= ONE_PROGRAM_TOKENS:  # (the map's role and the block size are runtime arguments)
+            key = (shape.experts, shape.topk, shape.scoring, shape.bias, shape.groups, shape.topk_group,
+                   bool(shape.local_experts), shape.dtype, shape.tokens)
             distinct.setdefault(key, shape)
 
     def compile_one(shape: Shape) -> None:
