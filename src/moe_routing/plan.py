@@ -228,10 +228,8 @@ def _route_plan_in_one_launch(gating_output, topk, scoring_func, correction_bias
         _check_grouped_flags(pad_sorted_ids, ignore_invalid_experts)
     plan_call = check_plan_call(ids, gating_output.shape[1], block_size, expert_map, pad_sorted_ids,
                                 ignore_invalid_experts)
-    from .kernels.route_plan_launch import launch_route_plan, one_program_ok
+    from .kernels.route_plan_launch import launch_route_plan
 
-    if not one_program_ok(call):
-        return None
     device = gating_output.device
     if block_size is None:
         if out is None:

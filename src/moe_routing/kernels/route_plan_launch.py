@@ -38,11 +38,6 @@ def one_program_tile(routing: Plan, tokens: int) -> Plan | None:
     return routing
 
 
-def one_program_ok(call: RoutingCall) -> bool:
-    """Whether the call's size lets one program route and plan it (the tile decides the rest)."""
-    return 1 <= call.tokens <= ONE_PROGRAM_TOKENS
-
-
 def launch_route_plan(call: RoutingCall, plan_call: PlanCall, logits, bias, weights, ids, padding, expert_map,
                       sorted_ids=None, expert_ids=None, post_padded=None, permutation=None, offsets=None) -> bool:
     """Route ``logits`` into ``weights``/``ids`` (dense [T, K]) and build the plan of the ids into the layout's
@@ -88,14 +83,10 @@ def launch_route_plan(call: RoutingCall, plan_call: PlanCall, logits, bias, weig
 
 
 def one_program_tiles(routing: Plan) -> list[tuple[int, Plan]]:
-    """(tokens, tile) for each distinct tile of a shape's one-program launches, from the rule's plan at one token
-    (compile-check): the largest token count of each tile, so that its slot class is the largest it takes."""
-    tiles = {}
-    for tokens in range(1, ONE_PROGRAM_TOKENS + 1):
-        tile = one_program_tile(routing, tokens)
-        if tile is not None:
-            tiles[repr(tile)] = (tokens, tile)
-    return list(tiles.values())
+    """(tokens, tile) of a shape's one-program launches, from the rule's plan at one token (compile-check): the
+    rule's plan itself at the largest token count it takes, or none."""
+    tile = one_program_tile(routing, ONE_PROGRAM_TOKENS)
+    return [] if tile is None else [(ONE_PROGRAM_TOKENS, tile)]
 
 
 def plan_constexprs(call: RoutingCall, tile: Plan) -> dict:
