@@ -167,25 +167,32 @@ def test_plan_kernel_launches_cover_every_compile_time_choice():
 
 
 @pytest.mark.parametrize("rocm", [True, False])
-def test_route_plan_launches_cover_every_one_program_tile(rocm):
-    """compile-check builds the one-program route_plan kernel once per tile its launches can take (every token count
-    up to ONE_PROGRAM_TOKENS), with the slots those tiles hold, each logits dtype given, programmatic on NVIDIA."""
-    from moe_routing.kernels.route_plan_launch import one_program_tile
-    from moe_routing.plan_call import ONE_PROGRAM_TOKENS
+def test_route_plan_launches_cover_every_one_launch_tile(rocm):
+    """compile-check builds each one-launch route_plan kernel once per tile its launches can take: the one-program
+    kernel at one token, and the grid kernel where the shape's rule gives it token counts (not Moonlight's 64 nor
+    Qwen3's 128 experts), with the slots a program's rows hold, each logits dtype given, programmatic on NVIDIA."""
+    from moe_routing.kernels.route_plan_launch import grid_tile, one_program_tile
+    from moe_routing.plan_call import ONE_LAUNCH_TOKENS
 
-    for model in ("deepseek-v3", "moonlight", "qwen3-moe"):
+    for model, grid_kernel in (("deepseek-v3", True), ("moonlight", False), ("qwen3-moe", False), ("kimi-k2", True)):
         jobs = [job for job in compile_check._jobs((model,), (torch.bfloat16, torch.float32), rocm=rocm,
                                                    layouts=("aligned",)) if job[2] == "route plan"]
         shape = compile_check.resolve_shapes(model)[0]
         for dtype in ("bfloat16", "float32"):
             launches = [launch for _, job_dtype, _, launch in jobs if job_dtype == dtype]
             rule = compile_check.shape_launches(shape, getattr(torch, dtype), "cpu", rocm=rocm, token_counts=(1,))[0]
-            wanted = {one_program_tile(rule.plan, tokens).rows for tokens in range(1, ONE_PROGRAM_TOKENS + 1)}
-            assert sorted(launch.plan.rows for launch in launches) == sorted(wanted) == [1]
+            grids = [grid_tile(rule.plan, tokens) for tokens in range(2, ONE_LAUNCH_TOKENS + 1)]
+            assert one_program_tile(rule.plan, 1) is not None and any(grids) == grid_kernel
+            assert [launch.plan.name for launch in launches] == ["route plan"] + ["route plan grid"] * grid_kernel
             for launch in launches:
                 args, kwargs = launch.arguments()
-                assert args[0].dtype == getattr(torch, dtype) and kwargs["ROWS"] == launch.plan.rows
-                assert kwargs["SLOTS"] >= launch.plan.rows * shape.topk and kwargs["BINS"] > shape.experts
+                assert args[0].dtype == getattr(torch, dtype) and kwargs["ROWS"] == launch.plan.rows == 1
+                assert kwargs["BINS"] > shape.experts
+                if launch.plan.name == "route plan grid":
+                    assert kwargs["OWN"] >= shape.topk and kwargs["PARTS"] == 3 and len(args) == 27
+                    assert launch.call.tokens == min(t for t, tile in enumerate(grids, 2) if tile is not None)
+                else:
+                    assert kwargs["SLOTS"] >= shape.topk and len(args) == 25 and launch.call.tokens == 1
                 assert kwargs["GRID_WAIT"] == (not rocm) and ("launch_pdl" in kwargs) == (not rocm)
 
 

@@ -10,7 +10,7 @@ from conftest import DEVICE, random_bias, random_logits
 from moe_routing.call import RoutingCall
 from moe_routing.kernels import route_plan_launch
 from moe_routing.kernels.rules import choose_plan
-from moe_routing.plan_call import ONE_PROGRAM_TOKENS, check_plan_call
+from moe_routing.plan_call import check_plan_call
 from test_align_and_group import POISON, assert_blocks, literal_group, maps, poisoned
 
 MODELS = {  # (experts, topk, route() keywords)
@@ -68,7 +68,7 @@ def test_one_launch_is_route_then_the_rule(model, tokens, block_size, one_launch
     kwargs = _kwargs(model, experts)
     logits = random_logits(tokens, experts, torch.bfloat16, seed=tokens * 7 + experts)
     plan = moe_routing.route_plan(logits, topk, block_size=block_size, **kwargs)
-    assert len(one_launches) == (tokens <= ONE_PROGRAM_TOKENS)
+    assert len(one_launches) == (tokens == 1)
     _check(plan, logits, topk, kwargs, block_size)
 
 
@@ -157,29 +157,27 @@ def test_one_launch_on_non_finite_rows_and_ties(row, one_launches):
 
 
 def test_which_calls_take_one_launch(one_launches):
-    """Calls of up to ONE_PROGRAM_TOKENS tokens the bitonic kernel routes; the rounds kernel's calls (softmax with a
-    bias) and larger calls take route() and then the plan kernel."""
+    """Calls of one token the bitonic kernel routes; the rounds kernel's calls (softmax with a bias) and larger calls
+    take route() and then the plan kernel (64 experts: never the grid kernel)."""
     experts, topk = 64, 6
     bias = random_bias(experts)
-    moe_routing.route_plan(random_logits(ONE_PROGRAM_TOKENS + 1, experts, seed=1), topk, block_size=16)
+    moe_routing.route_plan(random_logits(2, experts, seed=1), topk, block_size=16)
     moe_routing.route_plan(random_logits(1, experts, seed=1), topk, scoring_func="softmax", correction_bias=bias,
                            block_size=16)
     assert one_launches == []
-    moe_routing.route_plan(random_logits(ONE_PROGRAM_TOKENS, experts, seed=1), topk, block_size=16)
+    moe_routing.route_plan(random_logits(1, experts, seed=1), topk, block_size=16)
     assert len(one_launches) == 1
 
 
 def test_the_one_program_tile():
-    """The rule's own plan (route()'s binary at decode) up to ONE_PROGRAM_TOKENS tokens; None for the rounds kernel
-    and larger calls."""
+    """The rule's own plan (route()'s binary at decode) at one token; None for the rounds kernel and larger calls."""
     for experts, topk in ((256, 8), (64, 6), (384, 8)):
         call = RoutingCall(1, experts, topk, 0, 1, 1, True, 1.0)
         rule = choose_plan(call, biased=True)
-        assert all(route_plan_launch.one_program_tile(rule, tokens) is rule
-                   for tokens in range(1, ONE_PROGRAM_TOKENS + 1))
-        assert route_plan_launch.one_program_tile(rule, ONE_PROGRAM_TOKENS + 1) is None
+        assert route_plan_launch.one_program_tile(rule, 1) is rule
+        assert route_plan_launch.one_program_tile(rule, 2) is None
         assert route_plan_launch.one_program_tile(rule, 0) is None
-        assert route_plan_launch.one_program_tiles(rule) == [(ONE_PROGRAM_TOKENS, rule)]
+        assert route_plan_launch.one_launch_tiles(rule)[0] == (False, 1, rule)
     softmax_biased = choose_plan(RoutingCall(1, 64, 6, 1, 1, 1, True, 1.0), biased=True)
     assert softmax_biased.name == "rounds" and route_plan_launch.one_program_tile(softmax_biased, 1) is None
 

@@ -20,8 +20,8 @@ import torch
 from . import reference
 from .call import check_call
 from .op import _kernel_module, _outputs, kernel_inputs, route
-from .plan_call import (MAP_BINS, ONE_PROGRAM_TOKENS, PlanCall, RoutePlan, check_buffer, check_plan_call,
-                        check_scatter_request)
+from .plan_call import (MAP_BINS, PlanCall, RoutePlan, check_buffer, check_plan_call,
+                        check_scatter_request, may_take_one_launch)
 
 __all__ = ["RoutePlan", "align", "group", "route_plan"]
 
@@ -184,7 +184,8 @@ def route_plan(
         raise TypeError(f"out must be a RoutePlan of buffers, got {type(out).__name__}")
     routed = None if out is None else (out.weights, out.ids)
     if (type(gating_output) is torch.Tensor and gating_output.dim() == 2
-            and 1 <= gating_output.shape[0] <= ONE_PROGRAM_TOKENS and not torch.compiler.is_compiling()):
+            and may_take_one_launch(gating_output.shape[0], gating_output.shape[1], expert_map is not None)
+            and not torch.compiler.is_compiling()):
         plan = _route_plan_in_one_launch(gating_output, topk, scoring_func, correction_bias, num_expert_group,
                                          topk_group, renormalize, routed_scaling_factor, is_padding, ids_dtype,
                                          block_size, expert_map, pad_sorted_ids, ignore_invalid_experts, out, routed)
@@ -214,7 +215,7 @@ def _check_grouped_flags(pad_sorted_ids, ignore_invalid_experts) -> None:
 def _route_plan_in_one_launch(gating_output, topk, scoring_func, correction_bias, num_expert_group, topk_group,
                               renormalize, routed_scaling_factor, is_padding, ids_dtype, block_size, expert_map,
                               pad_sorted_ids, ignore_invalid_experts, out, routed) -> RoutePlan | None:
-    """route_plan of a call of up to ``ONE_PROGRAM_TOKENS`` tokens in one launch (kernels/route_plan_launch.py),
+    """route_plan of a call ``may_take_one_launch`` lets take one launch (kernels/route_plan_launch.py),
     validated as route() and align() / group() validate it; None (nothing launched) where the call takes route() and
     then the plan (the rounds kernel's calls, ids buffers that are not contiguous)."""
     if not uses_kernel(gating_output):

@@ -21,9 +21,27 @@ MAP_DTYPES = (torch.int32, torch.int64)
 # experts dropped, local ids in expert_ids), or only as expert_ids' values (every valid slot placed by its global
 # expert, the blocks of other ranks' experts marked -1).
 NO_MAP, MAP_BINS, MAP_VALUES = range(3)
-# route_plan calls of up to this many tokens may route and plan in one program, one launch
-# (kernels/route_plan_launch.py); here, where the op reads it before importing the kernels
-ONE_PROGRAM_TOKENS = 1
+# route_plan calls of one token, and of several tokens from ONE_LAUNCH_FROM's count for their experts ((up to this
+# many experts, from this many tokens), the first that holds; None: never) up to ONE_LAUNCH_TOKENS without an expert
+# map, may route and plan in one launch (kernels/route_plan_launch.py: where an H100 measured one launch faster than
+# two, benchmarks/NOTES.md); here, where the op reads them before importing the kernels
+ONE_LAUNCH_TOKENS = 256
+ONE_LAUNCH_FROM = ((128, None), (256, 256), (1 << 30, 64))
+
+
+def one_launch_from(experts: int) -> int | None:
+    """The token count from which route_plan calls of several tokens of ``experts`` experts may take one launch, or
+    None (``ONE_LAUNCH_FROM``)."""
+    return next(tokens for most, tokens in ONE_LAUNCH_FROM if experts <= most)
+
+
+def may_take_one_launch(tokens: int, experts: int, mapped: bool) -> bool:
+    """Whether a route_plan call of ``tokens`` tokens of ``experts`` experts (``mapped``: with an expert map) may
+    route and plan in one launch; the kernels' rules decide the rest."""
+    if tokens == 1:
+        return True
+    first = one_launch_from(experts)
+    return not mapped and first is not None and max(first, 2) <= tokens <= ONE_LAUNCH_TOKENS
 
 
 class PlanCall(NamedTuple):

@@ -36,6 +36,12 @@ def _slot_bins(ids_ptr, map_ptr, slots, num_slots, num_experts, map_mode, DROPPE
     """Each slot's bin: its expert, its local expert where the map makes the bins, or ``DROPPED`` (an id outside
     [0, E), an expert of another rank, or a slot past the end)."""
     ids = tl.load(ids_ptr + slots, mask=slots < num_slots, other=-1)
+    return _id_bins(ids, map_ptr, num_experts, map_mode, DROPPED)
+
+
+@triton.jit
+def _id_bins(ids, map_ptr, num_experts, map_mode, DROPPED: tl.constexpr):
+    """The bins of ``ids`` (-1 for a slot past the end): _slot_bins' rule."""
     valid = (ids >= 0) & (ids < num_experts)
     bins = tl.where(valid, ids, 0).to(tl.int32)
     if map_mode == 1:

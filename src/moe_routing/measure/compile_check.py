@@ -40,6 +40,8 @@ def describe(plan) -> str:
         return f"rounds rows={plan.rows} warps={plan.num_warps}"
     if plan.name == "route plan":
         return f"route plan rows={plan.rows} warps={plan.num_warps} slots={c['SLOTS']} bins={c['BINS']}"
+    if plan.name == "route plan grid":
+        return f"route plan grid rows={plan.rows} warps={plan.num_warps} own={c['OWN']} bins={c['BINS']}"
     if plan.name == "plan":
         stage = ("per bin", "count", "place chunk")[c["STAGE"]]
         layout = "grouped" if c["LAYOUT"] else "blocks"
@@ -105,26 +107,29 @@ def plan_kernel_launches(experts: int, topk: int, ids_dtype: torch.dtype, rocm: 
 
 
 def route_plan_kernel_launches(shape, dtype: torch.dtype, rocm: bool = True) -> list[PlanKernelLaunch]:
-    """Every distinct launch of the one-program route_plan kernel (kernels/_route_plan.py) for a routing shape with
-    ``dtype`` logits (16-byte aligned rows, int32 ids, the blocks layout: the layout, the map's role and the block
-    size are runtime arguments), one per routing tile (``route_plan_launch.one_program_tiles``: route()'s plan at one
-    token); on NVIDIA launched programmatically, as on Hopper."""
+    """Every distinct launch of the one-launch route_plan kernels (kernels/_route_plan.py, the one-program kernel at
+    one token; kernels/_route_plan_grid.py, the grid kernel from the token count its rule gives) for a routing shape
+    with ``dtype`` logits (16-byte aligned rows, int32 ids, the blocks layout: the layout, the map's role, the block
+    size and the grid kernel's token count are runtime arguments), one per kernel and routing tile
+    (``route_plan_launch.one_launch_tiles``); on NVIDIA launched programmatically, as on Hopper."""
     from ..kernels.launch import programmatic_plan
-    from ..kernels.route_plan_launch import one_program_arguments, one_program_tiles
+    from ..kernels.route_plan_launch import one_launch_arguments, one_launch_tiles
     from ..kernels.rules import Plan
     from ..kernels._route_plan import route_plan_kernel
+    from ..kernels._route_plan_grid import route_plan_grid_kernel
     from ..precompile import shape_launches
 
     launches = []
     for routing in shape_launches(shape, dtype, "cpu", rocm=rocm, token_counts=(1,)):
         plan = routing.plan if rocm else programmatic_plan(routing.plan)
-        for tokens, tile in one_program_tiles(plan):
+        for grid, tokens, tile in one_launch_tiles(plan):
             call = routing.call._replace(tokens=tokens)
-            args, plan_constexprs, _ = one_program_arguments(call, tile, routing.logits, routing.bias)
+            args, plan_constexprs, _ = one_launch_arguments(call, tile, routing.logits, routing.bias, grid)
             constexprs = {**tile.constexprs, **plan_constexprs}
             options = dict(num_warps=tile.num_warps, **({} if rocm else dict(launch_pdl=True)))
-            launches.append(PlanKernelLaunch(Plan("route plan", route_plan_kernel, constexprs, tile.rows,
-                                                  tile.num_warps), call, (args, dict(**options, **constexprs))))
+            name, kernel = ("route plan grid", route_plan_grid_kernel) if grid else ("route plan", route_plan_kernel)
+            launches.append(PlanKernelLaunch(Plan(name, kernel, constexprs, tile.rows, tile.num_warps), call,
+                                             (args, dict(**options, **constexprs))))
     return launches
 
 

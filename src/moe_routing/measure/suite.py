@@ -8,6 +8,8 @@ Everything is measured in one run, interleaved per shape (see bench.py). Outputs
 
 from __future__ import annotations
 
+import dataclasses
+
 import datetime
 import json
 import sys
@@ -114,19 +116,20 @@ def compile_ahead(shapes: list[Shape]) -> None:
 
 
 def compile_route_plans_ahead(shapes: list[Shape], threads: int = 16) -> int:
-    """Compile, in parallel, the one-program route_plan kernels (kernels/route_plan_launch.py) of the stage shapes of
-    up to ``ONE_PROGRAM_TOKENS`` tokens, by one route_plan call of each distinct tile on its own inputs (a GPU);
-    returns how many calls that was."""
+    """Compile, in parallel, the one-launch route_plan kernels (kernels/route_plan_launch.py) the stage shapes take:
+    the one-program kernel by a call of one token of each distinct routing shape, the grid kernel by a call of a
+    shape whose token count takes it (one binary a routing shape: the token count, the map's role and the block size
+    are runtime arguments), each on its own inputs (a GPU); returns how many calls that was."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..plan_call import ONE_PROGRAM_TOKENS
+    from ..plan_call import may_take_one_launch
 
     distinct = {}
     for shape in shapes:
-        if shape.tokens <= ONE_PROGRAM_TOKENS:  # (the map's role and the block size are runtime arguments)
-            key = (shape.experts, shape.topk, shape.scoring, shape.bias, shape.groups, shape.topk_group,
-                   bool(shape.local_experts), shape.dtype, shape.tokens)
-            distinct.setdefault(key, shape)
+        key = (shape.experts, shape.topk, shape.scoring, shape.bias, shape.groups, shape.topk_group, shape.dtype)
+        distinct.setdefault(key + (False,), dataclasses.replace(shape, tokens=1, local_experts=0))
+        if shape.tokens > 1 and may_take_one_launch(shape.tokens, shape.experts, bool(shape.local_experts)):
+            distinct.setdefault(key + (True,), shape)
 
     def compile_one(shape: Shape) -> None:
         stage_arm_factories.arm_route_plan(make_inputs(shape))(0)
