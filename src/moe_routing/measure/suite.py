@@ -9,7 +9,6 @@ Everything is measured in one run, interleaved per shape (see bench.py). Outputs
 from __future__ import annotations
 
 import dataclasses
-
 import datetime
 import json
 import sys
