@@ -189,7 +189,8 @@ def test_check_compares_each_plan_with_the_reference_and_fails_a_wrong_one(monke
 
     mixtral = [c for c in check.MODEL_CASES if c.name == "Mixtral"]
     row = check.run_check(8, DEVICE, mixtral)[0]
-    assert row["plans equal to reference"] == "8/8" and row["ok"] == "yes"  # 2 block sizes x 3 map roles, 2 groups
+    # 2 block sizes x 3 map roles, 2 groups; route_plan at 1 and 8 tokens in both layouts
+    assert row["plans equal to reference"] == "12/12" and row["ok"] == "yes"
     real_align = check.align
 
     def off_by_one(*args, **kwargs):
@@ -198,7 +199,28 @@ def test_check_compares_each_plan_with_the_reference_and_fails_a_wrong_one(monke
 
     monkeypatch.setattr(check, "align", off_by_one)
     row = check.run_check(8, DEVICE, mixtral)[0]
-    assert row["plans equal to reference"] == "2/8" and row["ok"] == "NO"
+    assert row["plans equal to reference"] == "6/12" and row["ok"] == "NO"
+    monkeypatch.setattr(check, "align", real_align)
+    real_route_plan = check.route_plan
+
+    def poisoned_ids(*args, **kwargs):
+        plan = real_route_plan(*args, **kwargs)
+        plan.ids[-1, -1] = -7
+        return plan
+
+    monkeypatch.setattr(check, "route_plan", poisoned_ids)
+    row = check.run_check(8, DEVICE, mixtral)[0]
+    assert row["plans equal to reference"] == "8/12" and row["ok"] == "NO"
+
+
+def test_check_runs_route_plan_at_the_sizes_that_take_one_launch():
+    """One token, the grid kernel's first token count where the batch holds it (64 tokens above 256 experts, 256
+    up to 256, none up to 128), and the whole batch."""
+    from moe_routing.measure.check import route_plan_sizes
+
+    assert route_plan_sizes(4096, 384) == [1, 64, 4096] and route_plan_sizes(4096, 256) == [1, 256, 4096]
+    assert route_plan_sizes(4096, 128) == [1, 4096] and route_plan_sizes(24, 384) == [1, 24]
+    assert route_plan_sizes(1, 8) == [1]
 
 
 def test_plan_kernels_compiled_ahead_are_each_distinct_launch_once(monkeypatch):

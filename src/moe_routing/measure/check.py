@@ -4,7 +4,9 @@ Every case routes a batch that mixes ordinary rows, rows full of exact ties, and
 (NaN / inf, as CUDA-graph padding can hold) through ``route()`` and judges the result against the
 float64 semantics (:mod:`moe_routing.verify`); then builds the dispatch plans of its ids (``align`` at two block
 sizes, with and without an expert-parallel map in both of its roles, and ``group``) and compares each with the
-reference's, entry for entry.
+reference's, entry for entry; and runs ``route_plan`` on its first rows at the sizes that route and plan in one
+launch (one token; the grid kernel's first token count where the case's experts take it) and on the whole batch,
+in both layouts, against route() and the reference's plans of route()'s ids.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import torch
 from .. import reference
 from ..call import check_call
 from ..op import route, route_hash
-from ..plan import align, group, uses_kernel
+from ..plan import align, group, route_plan, uses_kernel
+from ..plan_call import one_launch_from
 from ..reference import evaluate_hash
 from ..verify import WEIGHT_TOL, Verdict, verify
 
@@ -87,6 +90,9 @@ def run_check(tokens: int, device: str, cases=MODEL_CASES, progress=None) -> lis
             verdict = verify(weights, ids, logits, case.topk, **kwargs)
         # (without a kernel the plans are the reference's: comparing it with itself would prove nothing)
         plans, plans_equal = check_plans(ids, case.experts) if uses_kernel(ids) else (0, 0)
+        if uses_kernel(ids) and not case.hashed:
+            stages, stages_equal = check_route_plans(logits, case, kwargs)
+            plans, plans_equal = plans + stages, plans_equal + stages_equal
         call = check_call(logits, case.topk, case.scoring, bias, case.groups, case.topk_group, True, case.scale, None)
         rows.append({
             "case": case.name,
@@ -129,6 +135,34 @@ def check_plans(ids: torch.Tensor, experts: int) -> tuple[int, int]:
         expected = reference.group(ids, experts, expert_map=table)
         built += 1
         equal += all(torch.equal(a, b) for a, b in zip(got, expected))
+    return built, equal
+
+
+def route_plan_sizes(tokens: int, experts: int) -> list[int]:
+    """The token counts ``check_route_plans`` runs for a batch of ``tokens`` rows of ``experts`` experts: one, the
+    grid kernel's first (plan_call.ONE_LAUNCH_FROM) where the batch holds it, and the whole batch."""
+    first = one_launch_from(experts)
+    return sorted({1, tokens} | ({first} if first is not None and first <= tokens else set()))
+
+
+def check_route_plans(logits: torch.Tensor, case: Case, kwargs: dict) -> tuple[int, int]:
+    """``route_plan`` on the first rows of ``logits`` (``route_plan_sizes``), blocks layout at block 16 and grouped
+    layout: its weights and ids against route()'s, bitwise, and its plan against the reference's of those ids.
+    Returns (stages built, stages equal in every entry)."""
+    built = equal = 0
+    for tokens in route_plan_sizes(logits.shape[0], case.experts):
+        rows = logits[:tokens]
+        weights, ids = route(rows, case.topk, **kwargs)
+        for block_size in (16, None):
+            plan = route_plan(rows, case.topk, block_size=block_size, **kwargs)
+            if block_size is None:
+                expected, got = reference.group(ids, case.experts), (plan.permutation, plan.offsets)
+            else:
+                expected = reference.align(ids, block_size, case.experts)
+                got = (plan.sorted_token_ids, plan.expert_ids, plan.num_tokens_post_padded)
+            built += 1
+            equal += (torch.equal(plan.weights, weights) and torch.equal(plan.ids, ids)
+                      and all(torch.equal(a, b) for a, b in zip(got, expected)))
     return built, equal
 
 
