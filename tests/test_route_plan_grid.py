@@ -14,9 +14,10 @@ from moe_routing.call import RoutingCall
 from moe_routing.kernels import route_plan_launch, route_plan_workspace
 from moe_routing.kernels._route_plan_grid import HEADER_ENTRIES as HEADER, ROUTE
 from moe_routing.kernels.rules import choose_plan
-from moe_routing.plan_call import ONE_LAUNCH_TOKENS, check_plan_call
-from test_align_and_group import POISON, maps, poisoned
-from test_route_plan_one_launch import MODELS, _check, _kwargs
+from moe_routing.plan_call import ONE_LAUNCH_TOKENS
+from test_align_and_group import maps
+from test_route_plan_one_launch import (MODELS, _check, _kwargs, at_block_size, into_poisoned_buffers,
+                                        on_a_non_finite_row_or_ties, with_an_expert_map)
 
 def every_size(monkeypatch):
     """The grid kernel for every call of 2 to ONE_LAUNCH_TOKENS tokens, with or without a map (its rule's table aside:
@@ -121,85 +122,28 @@ def test_launches_one_after_another_share_the_stream_workspace(one_launches, mon
 
 @pytest.mark.parametrize("block_size", [1, 3, 64, 256])
 def test_grid_launch_at_every_block_size(block_size, one_launches):
-    experts, topk = 256, 8
-    kwargs = _kwargs("deepseek-v3", experts)
-    logits = random_logits(2, experts, torch.bfloat16, seed=block_size)
-    plan = moe_routing.route_plan(logits, topk, block_size=block_size, **kwargs)
+    at_block_size(block_size, 2)
     assert one_launches == [(2,)]
-    _check(plan, logits, topk, kwargs, block_size)
 
 
 @pytest.mark.parametrize("block_size,ignore", [(None, False), (16, True), (16, False), (3, True)])
 @pytest.mark.parametrize("placement", ["contiguous", "round robin", "none held"])
 def test_grid_launch_with_an_expert_map(placement, block_size, ignore, one_launches):
-    experts, topk = 64, 6
-    expert_map = maps(experts)[placement]
-    kwargs = _kwargs("moonlight", experts)
-    logits = random_logits(3, experts, torch.bfloat16, seed=3)
-    plan = moe_routing.route_plan(logits, topk, block_size=block_size, expert_map=expert_map,
-                                  ignore_invalid_experts=ignore, **kwargs)
+    with_an_expert_map(placement, block_size, ignore, 3)
     assert one_launches == [(3,)]
-    _check(plan, logits, topk, kwargs, block_size, expert_map, ignore)
-    if block_size is None:
-        assert plan.offsets.shape == (max(int(expert_map.max()) + 1, 0),)
 
 
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("layout", ["blocks", "grouped"])
 def test_grid_launch_into_poisoned_buffers_with_int64_ids(layout, padded, one_launches):
-    """Every entry of the caller's buffers written (the sentinel and -1 past the used ones, up to the buffers'
-    ends), padded rows dropped from the plan, int64 ids, float32 logits, pad_sorted_ids."""
-    experts, topk, tokens = 256, 8, 2
-    kwargs = _kwargs("deepseek-v3", experts)
-    kwargs.update(is_padding=torch.tensor([padded] * tokens, device=DEVICE), ids_dtype=torch.int64)
-    logits = random_logits(tokens, experts, torch.float32, seed=5)
-    ids = torch.zeros(tokens, topk, dtype=torch.int64, device=DEVICE)
-    block_size = 16 if layout == "blocks" else None
-    call = check_plan_call(ids, experts, block_size, pad_sorted_ids=layout == "blocks")
-    routed = (torch.full((tokens, topk), float("nan"), device=DEVICE),
-              torch.full((tokens, topk), POISON, dtype=torch.int64, device=DEVICE))
-    if layout == "blocks":
-        # buffers longer than the capacity: the sentinel and -1 reach their ends
-        sorted_ids, expert_ids, used = poisoned(call)
-        longer = (torch.cat([sorted_ids, sorted_ids[:5]]), torch.cat([expert_ids, expert_ids[:3]]), used)
-        out = moe_routing.RoutePlan(*routed, *longer, None, None)
-    else:
-        out = moe_routing.RoutePlan(*routed, None, None, None,
-                                    torch.full((call.slots,), POISON, dtype=torch.int32, device=DEVICE),
-                                    torch.full((experts,), POISON, dtype=torch.int32, device=DEVICE))
-    plan = moe_routing.route_plan(logits, topk, block_size=block_size, pad_sorted_ids=layout == "blocks", out=out,
-                                  **kwargs)
-    assert one_launches == [(2,)] and all(p is o for p, o in zip(plan, out))
-    assert (plan.ids == -1).all().item() == padded and (plan.weights == 0).all().item() == padded
-    if layout == "blocks":
-        sentinel = tokens * topk
-        assert plan.sorted_token_ids[-5:].tolist() == [sentinel] * 5 and plan.expert_ids[-3:].tolist() == [-1] * 3
-        assert (int(plan.num_tokens_post_padded) == 0) == padded
-        trimmed = moe_routing.RoutePlan(plan.weights, plan.ids, plan.sorted_token_ids[:-5], plan.expert_ids[:-3],
-                                        plan.num_tokens_post_padded, None, None)
-        _check(trimmed, logits, topk, kwargs, block_size, pad=True)
-    else:
-        _check(plan, logits, topk, kwargs, block_size)
+    into_poisoned_buffers(layout, padded, 2)
+    assert one_launches == [(2,)]
 
 
 @pytest.mark.parametrize("row", ["nan", "-inf and inf", "ties"])
 def test_grid_launch_on_non_finite_rows_and_ties(row, one_launches):
-    """A row of NaN logits, one of infinite logits (the routing's exact redo inside the program) and one of equal
-    logits (ties to the lower index), beside a row of normal logits, give route()'s ids and the rule's plan."""
-    experts, topk = 256, 8
-    kwargs = _kwargs("deepseek-v3", experts)
-    logits = random_logits(2, experts, torch.bfloat16, seed=9)
-    if row == "nan":
-        logits[0] = float("nan")
-    elif row == "-inf and inf":
-        logits[0, ::3] = float("-inf")
-        logits[0, 5] = float("inf")
-    else:
-        logits[:] = 0.5
-        kwargs["correction_bias"] = torch.zeros(experts, device=DEVICE)
-    for block_size in (None, 16):
-        plan = moe_routing.route_plan(logits, topk, block_size=block_size, **kwargs)
-        _check(plan, logits, topk, kwargs, block_size)
+    """Beside a row of normal logits."""
+    on_a_non_finite_row_or_ties(row, 2)
     assert one_launches == [(2,), (2,)]
 
 

@@ -74,24 +74,35 @@ def test_one_launch_is_route_then_the_rule(model, tokens, block_size, one_launch
 
 @pytest.mark.parametrize("block_size", [1, 3, 64, 256])
 def test_one_launch_at_every_block_size(block_size, one_launches):
+    at_block_size(block_size, 1)
+    assert len(one_launches) == 1
+
+
+def at_block_size(block_size: int, tokens: int) -> None:
+    """route_plan of ``tokens`` DeepSeek-V3 rows at ``block_size``: route()'s ids and the rule's plan."""
     experts, topk = 256, 8
     kwargs = _kwargs("deepseek-v3", experts)
-    logits = random_logits(1, experts, torch.bfloat16, seed=block_size)
+    logits = random_logits(tokens, experts, torch.bfloat16, seed=block_size)
     plan = moe_routing.route_plan(logits, topk, block_size=block_size, **kwargs)
-    assert len(one_launches) == 1
     _check(plan, logits, topk, kwargs, block_size)
 
 
 @pytest.mark.parametrize("block_size,ignore", [(None, False), (16, True), (16, False), (3, True)])
 @pytest.mark.parametrize("placement", ["contiguous", "round robin", "none held"])
 def test_one_launch_with_an_expert_map(placement, block_size, ignore, one_launches):
+    with_an_expert_map(placement, block_size, ignore, 1)
+    assert len(one_launches) == 1
+
+
+def with_an_expert_map(placement: str, block_size: int | None, ignore: bool, tokens: int) -> None:
+    """route_plan of ``tokens`` Moonlight rows with a map of ``placement``: route()'s ids and the rule's plan, the
+    offsets as long as the map's local experts."""
     experts, topk = 64, 6
     expert_map = maps(experts)[placement]
     kwargs = _kwargs("moonlight", experts)
-    logits = random_logits(1, experts, torch.bfloat16, seed=3)
+    logits = random_logits(tokens, experts, torch.bfloat16, seed=3)
     plan = moe_routing.route_plan(logits, topk, block_size=block_size, expert_map=expert_map,
                                   ignore_invalid_experts=ignore, **kwargs)
-    assert len(one_launches) == 1
     _check(plan, logits, topk, kwargs, block_size, expert_map, ignore)
     if block_size is None:
         assert plan.offsets.shape == (max(int(expert_map.max()) + 1, 0),)
@@ -100,11 +111,17 @@ def test_one_launch_with_an_expert_map(placement, block_size, ignore, one_launch
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("layout", ["blocks", "grouped"])
 def test_one_launch_into_poisoned_buffers_with_int64_ids(layout, padded, one_launches):
-    """Every entry of the caller's buffers written (the sentinel and -1 past the used ones, up to the buffers'
-    ends), a padded row dropped from the plan, int64 ids, float32 logits, pad_sorted_ids."""
-    experts, topk, tokens = 256, 8, 1
+    into_poisoned_buffers(layout, padded, 1)
+    assert len(one_launches) == 1
+
+
+def into_poisoned_buffers(layout: str, padded: bool, tokens: int) -> None:
+    """route_plan of ``tokens`` DeepSeek-V3 rows into poisoned caller buffers: every entry written (the sentinel
+    and -1 past the used ones, up to the buffers' ends), padded rows dropped from the plan, int64 ids, float32
+    logits, pad_sorted_ids."""
+    experts, topk = 256, 8
     kwargs = _kwargs("deepseek-v3", experts)
-    kwargs.update(is_padding=torch.tensor([padded], device=DEVICE), ids_dtype=torch.int64)
+    kwargs.update(is_padding=torch.tensor([padded] * tokens, device=DEVICE), ids_dtype=torch.int64)
     logits = random_logits(tokens, experts, torch.float32, seed=5)
     ids = torch.zeros(tokens, topk, dtype=torch.int64, device=DEVICE)
     block_size = 16 if layout == "blocks" else None
@@ -122,7 +139,7 @@ def test_one_launch_into_poisoned_buffers_with_int64_ids(layout, padded, one_lau
                                     torch.full((experts,), POISON, dtype=torch.int32, device=DEVICE))
     plan = moe_routing.route_plan(logits, topk, block_size=block_size, pad_sorted_ids=layout == "blocks", out=out,
                                   **kwargs)
-    assert len(one_launches) == 1 and all(p is o for p, o in zip(plan, out))
+    assert all(p is o for p, o in zip(plan, out))
     assert (plan.ids == -1).all().item() == padded and (plan.weights == 0).all().item() == padded
     if layout == "blocks":
         sentinel = tokens * topk
@@ -137,11 +154,17 @@ def test_one_launch_into_poisoned_buffers_with_int64_ids(layout, padded, one_lau
 
 @pytest.mark.parametrize("row", ["nan", "-inf and inf", "ties"])
 def test_one_launch_on_non_finite_rows_and_ties(row, one_launches):
-    """A row of NaN logits, one of infinite logits (the routing's exact redo inside the program) and one of equal
-    logits (ties to the lower index) give route()'s ids and the rule's plan."""
+    on_a_non_finite_row_or_ties(row, 1)
+    assert len(one_launches) == 2
+
+
+def on_a_non_finite_row_or_ties(row: str, tokens: int) -> None:
+    """A first row of NaN logits, one of infinite logits (the routing's exact redo inside the program) or one of
+    equal logits (ties to the lower index), among ``tokens`` rows: route()'s ids and the rule's plan, both
+    layouts."""
     experts, topk = 256, 8
     kwargs = _kwargs("deepseek-v3", experts)
-    logits = random_logits(1, experts, torch.bfloat16, seed=9)
+    logits = random_logits(tokens, experts, torch.bfloat16, seed=9)
     if row == "nan":
         logits[0] = float("nan")
     elif row == "-inf and inf":
@@ -153,7 +176,6 @@ def test_one_launch_on_non_finite_rows_and_ties(row, one_launches):
     for block_size in (None, 16):
         plan = moe_routing.route_plan(logits, topk, block_size=block_size, **kwargs)
         _check(plan, logits, topk, kwargs, block_size)
-    assert len(one_launches) == 2
 
 
 def test_which_calls_take_one_launch(one_launches):

@@ -89,10 +89,12 @@ def run_check(tokens: int, device: str, cases=MODEL_CASES, progress=None) -> lis
             weights, ids = route(logits, case.topk, **kwargs)
             verdict = verify(weights, ids, logits, case.topk, **kwargs)
         # (without a kernel the plans are the reference's: comparing it with itself would prove nothing)
-        plans, plans_equal = check_plans(ids, case.experts) if uses_kernel(ids) else (0, 0)
-        if uses_kernel(ids) and not case.hashed:
-            stages, stages_equal = check_route_plans(logits, case, kwargs)
-            plans, plans_equal = plans + stages, plans_equal + stages_equal
+        plans = plans_equal = 0
+        if uses_kernel(ids):
+            plans, plans_equal = check_plans(ids, case.experts)
+            if not case.hashed:
+                stages, stages_equal = check_route_plans(logits, case, kwargs)
+                plans, plans_equal = plans + stages, plans_equal + stages_equal
         call = check_call(logits, case.topk, case.scoring, bias, case.groups, case.topk_group, True, case.scale, None)
         rows.append({
             "case": case.name,
